@@ -1,0 +1,347 @@
+"""Scalar expressions of the loop-nest IR.
+
+Nodes are immutable. Equality and hashing are by identity (two `Var("i")` are different
+variables); structural comparison lives in `tessel.ir.structural`. Python operators build
+expressions: `i * 4 + j`, `x < 0`, `a // 8`, `-x`. Use `ir.eq(a, b)` for `==`, which stays
+identity so nodes can be dict keys.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from tessel.ir.buffer import Buffer
+
+DTYPE_BITS = {
+    "bool": 8, "int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64,
+    "float16": 16, "float32": 32, "float64": 64,
+}
+INDEX_DTYPE = "int32"
+
+
+class IRError(TypeError):
+    """An IR node was built from operands that do not fit together."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise IRError(msg)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+def is_int(dtype: str) -> bool:
+    return dtype.startswith("int") or dtype.startswith("uint")
+
+
+def check_dtype(dtype: str) -> str:
+    check(dtype in DTYPE_BITS, f"unknown dtype {dtype!r}; expected one of {sorted(DTYPE_BITS)}")
+    return dtype
+
+
+ExprLike = Union["Expr", int, float, bool]
+
+
+class Expr:
+    """Base of all scalar expressions. Subclasses are frozen dataclasses with a `dtype`."""
+
+    __slots__ = ()
+    dtype: str
+
+    def __add__(self, o: ExprLike) -> Expr: return binop("+", self, o)
+    def __radd__(self, o: ExprLike) -> Expr: return binop("+", o, self)
+    def __sub__(self, o: ExprLike) -> Expr: return binop("-", self, o)
+    def __rsub__(self, o: ExprLike) -> Expr: return binop("-", o, self)
+    def __mul__(self, o: ExprLike) -> Expr: return binop("*", self, o)
+    def __rmul__(self, o: ExprLike) -> Expr: return binop("*", o, self)
+    def __truediv__(self, o: ExprLike) -> Expr: return binop("/", self, o)
+    def __rtruediv__(self, o: ExprLike) -> Expr: return binop("/", o, self)
+    def __floordiv__(self, o: ExprLike) -> Expr: return binop("//", self, o)
+    def __rfloordiv__(self, o: ExprLike) -> Expr: return binop("//", o, self)
+    def __mod__(self, o: ExprLike) -> Expr: return binop("%", self, o)
+    def __rmod__(self, o: ExprLike) -> Expr: return binop("%", o, self)
+    def __lt__(self, o: ExprLike) -> Expr: return binop("<", self, o)
+    def __le__(self, o: ExprLike) -> Expr: return binop("<=", self, o)
+    def __gt__(self, o: ExprLike) -> Expr: return binop(">", self, o)
+    def __ge__(self, o: ExprLike) -> Expr: return binop(">=", self, o)
+    def __and__(self, o: ExprLike) -> Expr: return binop("and", self, o)
+    def __rand__(self, o: ExprLike) -> Expr: return binop("and", o, self)
+    def __or__(self, o: ExprLike) -> Expr: return binop("or", self, o)
+    def __ror__(self, o: ExprLike) -> Expr: return binop("or", o, self)
+    def __invert__(self) -> Expr: return logical_not(self)
+    def astype(self, dtype: str) -> Expr: return cast(dtype, self)
+    def __neg__(self) -> Expr: return binop("-", const(0, self.dtype), self)
+
+    def __bool__(self) -> bool:
+        raise IRError("an IR expression has no truth value; use ir.eq/logical ops to build "
+                      "conditions, and structural_equal to compare expressions")
+
+    def __repr__(self) -> str:
+        from tessel.ir.printer import expr_str
+        return expr_str(self)
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A scalar variable: a loop variable, a block iteration variable or a parameter."""
+
+    name: str
+    dtype: str = INDEX_DTYPE
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IntImm(Expr):
+    value: int
+    dtype: str = INDEX_DTYPE
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class FloatImm(Expr):
+    value: float
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BinOp(Expr):
+    """`a <op> b`. Arithmetic ops: + - * / // % min max; comparisons: < <= > >= == !=;
+    logic: and or. `//` and `%` are floor division and floor modulo (Python semantics)."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Expr):
+    a: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(Expr):
+    """`true_value if cond else false_value`; only the chosen branch is evaluated."""
+
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(Expr):
+    value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """A pure math intrinsic such as exp, sqrt or pow (see INTRINSICS)."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferLoad(Expr):
+    buffer: "Buffer"
+    indices: tuple[Expr, ...]
+    dtype: str
+
+
+ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max")
+CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
+LOGIC_OPS = ("and", "or")
+# name -> number of arguments; all take and return one floating dtype
+INTRINSICS = {
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sigmoid": 1,
+    "abs": 1, "floor": 1, "ceil": 1, "pow": 2,
+}
+
+
+def const(value: int | float | bool, dtype: str | None = None) -> Expr:
+    """A literal; the dtype defaults to int32 for ints, float32 for floats, bool for bools."""
+    if isinstance(value, bool) and dtype in (None, "bool"):
+        return IntImm(int(value), "bool")
+    if dtype is None:
+        dtype = "float32" if isinstance(value, float) else INDEX_DTYPE
+    check_dtype(dtype)
+    if is_float(dtype):
+        return FloatImm(float(value), dtype)
+    check(float(value) == int(value), f"cannot make a {dtype} constant from {value!r}")
+    return IntImm(int(value), dtype)
+
+
+def convert(value: ExprLike, like: str | None = None) -> Expr:
+    """Turn a Python number into a constant of dtype `like` (or its default dtype)."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (bool, int, float)) or hasattr(value, "dtype"):
+        if like is not None and isinstance(value, float) and not is_float(like):
+            raise IRError(f"float constant {value!r} used with an {like} operand; cast first")
+        return const(value.item() if hasattr(value, "item") else value, like)
+    raise IRError(f"cannot use {type(value).__name__} {value!r} in an IR expression")
+
+
+def _operands(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
+    if not isinstance(a, Expr):
+        b = convert(b)
+        a = convert(a, b.dtype)
+    else:
+        b = convert(b, a.dtype)
+    if a.dtype != b.dtype:
+        raise IRError(f"operand dtypes differ: {a!r} is {a.dtype}, {b!r} is {b.dtype}; "
+                      "insert a cast")
+    return a, b
+
+
+def _fold(op: str, x: int | float, y: int | float, dtype: str) -> Expr | None:
+    if op in ("//", "%", "/") and y == 0:
+        return None
+    if op == "/" and not is_float(dtype):
+        return None
+    if op in ("//", "%") and is_float(dtype):
+        return None
+    fns = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": lambda: x / y,
+           "//": lambda: x // y, "%": lambda: x % y, "min": lambda: min(x, y),
+           "max": lambda: max(x, y)}
+    if op in fns:
+        return const(fns[op](), dtype)
+    cmp = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y,
+           "and": bool(x) and bool(y), "or": bool(x) or bool(y)}
+    return const(bool(cmp[op]))
+
+
+def _imm(e: Expr) -> int | float | None:
+    return e.value if isinstance(e, (IntImm, FloatImm)) else None
+
+
+def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Build `a op b`, folding constants and the identities x+0, x*1, x*0 (ints), x//1, x%1."""
+    a, b = _operands(a, b)
+    ca, cb = _imm(a), _imm(b)
+    if op in LOGIC_OPS:
+        check(a.dtype == "bool", f"'{op}' needs boolean operands, got {a.dtype}")
+    elif op not in ARITH_OPS + CMP_OPS:
+        raise IRError(f"unknown binary operator {op!r}")
+    if ca is not None and cb is not None:
+        folded = _fold(op, ca, cb, a.dtype)
+        if folded is not None:
+            return folded
+    simple = _identity(op, a, b, ca, cb)
+    if simple is not None:
+        return simple
+    dtype = "bool" if op in CMP_OPS else a.dtype
+    return BinOp(op, a, b, dtype)
+
+
+def _identity(op: str, a: Expr, b: Expr, ca, cb) -> Expr | None:
+    integer = is_int(a.dtype)
+    if op == "+":
+        return b if ca == 0 else a if cb == 0 else None
+    if op == "-":
+        return a if cb == 0 else None
+    if op == "*":
+        if ca == 1:
+            return b
+        if cb == 1:
+            return a
+        if integer and (ca == 0 or cb == 0):
+            return const(0, a.dtype)
+    if op in ("//", "/") and cb == 1:
+        return a
+    if op == "%" and cb == 1 and integer:
+        return const(0, a.dtype)
+    if op == "and":
+        return b if ca == 1 else a if cb == 1 else (const(False) if 0 in (ca, cb) else None)
+    if op == "or":
+        return a if cb == 0 else b if ca == 0 else (const(True) if 1 in (ca, cb) else None)
+    return None
+
+
+def eq(a: ExprLike, b: ExprLike) -> Expr:
+    return binop("==", a, b)
+
+
+def ne(a: ExprLike, b: ExprLike) -> Expr:
+    return binop("!=", a, b)
+
+
+def min_(a: ExprLike, b: ExprLike) -> Expr:
+    return binop("min", a, b)
+
+
+def max_(a: ExprLike, b: ExprLike) -> Expr:
+    return binop("max", a, b)
+
+
+def logical_and(*conds: ExprLike) -> Expr:
+    out: Expr = const(True)
+    for c in conds:
+        out = binop("and", out, c)
+    return out
+
+
+def logical_not(a: ExprLike) -> Expr:
+    a = convert(a)
+    check(a.dtype == "bool", f"'not' needs a boolean operand, got {a.dtype}")
+    if isinstance(a, IntImm):
+        return const(not a.value)
+    return Not(a)
+
+
+def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
+    cond = convert(cond)
+    check(cond.dtype == "bool", f"select condition must be boolean, got {cond.dtype}")
+    t, f = _operands(true_value, false_value)
+    if isinstance(cond, IntImm):
+        return t if cond.value else f
+    return Select(cond, t, f, t.dtype)
+
+
+def cast(dtype: str, value: ExprLike) -> Expr:
+    check_dtype(dtype)
+    value = convert(value)
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, (IntImm, FloatImm)):
+        v = value.value
+        return const(v if is_float(dtype) else int(v) if dtype != "bool" else bool(v), dtype)
+    return Cast(value, dtype)
+
+
+def call(name: str, *args: ExprLike) -> Expr:
+    """A math intrinsic; constant arguments are evaluated right away."""
+    check(name in INTRINSICS, f"unknown intrinsic {name!r}; known: {sorted(INTRINSICS)}")
+    check(len(args) == INTRINSICS[name],
+          f"{name} takes {INTRINSICS[name]} argument(s), got {len(args)}")
+    first = convert(args[0], "float32")
+    exprs = tuple([first] + [convert(a, first.dtype) for a in args[1:]])
+    for e in exprs:
+        check(is_float(e.dtype), f"{name} needs floating-point arguments, got {e.dtype}")
+        check(e.dtype == first.dtype, f"{name} arguments have different dtypes")
+    return Call(name, exprs, first.dtype)
+
+
+def eval_intrinsic(name: str, *xs: float) -> float:
+    """Reference semantics of an intrinsic on Python floats (used by tests and folding)."""
+    table = {
+        "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
+        "erf": math.erf, "abs": abs, "floor": math.floor, "ceil": math.ceil, "pow": math.pow,
+        "rsqrt": lambda x: 1.0 / math.sqrt(x), "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
+    }
+    return table[name](*xs)
+
+
+def as_int(e: ExprLike) -> int | None:
+    """The value of an integer constant, else None."""
+    if isinstance(e, int):
+        return e
+    return e.value if isinstance(e, IntImm) else None

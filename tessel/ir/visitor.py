@@ -1,0 +1,113 @@
+"""Generic traversal of IR trees: `walk` (pre-order visit) and `transform` (post-order rebuild).
+
+Children are found from the dataclass fields of each node, so every node kind is handled
+without per-class visitor methods. Buffers are leaves that `transform` may replace too.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, Mapping
+
+from tessel.ir.buffer import Buffer, BufferRegion, Range
+from tessel.ir.expr import BufferLoad, Expr, Var
+from tessel.ir.stmt import Block, BlockRealize, BufferStore, IterVar, Stmt
+
+NODE_TYPES = (Expr, Stmt, IterVar, BufferRegion, Range, Buffer)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    if cls not in _FIELDS:
+        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return _FIELDS[cls]
+
+
+def children(node: Any) -> Iterator[Any]:
+    """The direct child nodes of `node`, in field order."""
+    if isinstance(node, Buffer):
+        return
+    for name in _fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, NODE_TYPES):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, NODE_TYPES))
+
+
+def walk(node: Any, fn: Callable[[Any], bool | None]) -> None:
+    """Call fn on every node, parents first. If fn returns False, skip that node's children."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if fn(n) is False:
+            continue
+        stack.extend(reversed(list(children(n))))
+
+
+def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
+    """Rebuild `node` bottom-up: children first, then `fn(rebuilt)`; None from fn keeps it.
+
+    Unchanged subtrees are shared, not copied.
+    """
+    if isinstance(node, Buffer):
+        out = fn(node)
+        return node if out is None else out
+    changes = {}
+    for name in _fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, NODE_TYPES):
+            new = transform(value, fn)
+            if new is not value:
+                changes[name] = new
+        elif isinstance(value, tuple) and any(isinstance(v, NODE_TYPES) for v in value):
+            new_t = tuple(transform(v, fn) if isinstance(v, NODE_TYPES) else v for v in value)
+            if any(a is not b for a, b in zip(new_t, value)):
+                changes[name] = new_t
+    rebuilt = dataclasses.replace(node, **changes) if changes else node
+    out = fn(rebuilt)
+    return rebuilt if out is None else out
+
+
+def substitute(node: Any, vmap: Mapping[Var, Expr]) -> Any:
+    """Replace variables by expressions (no re-simplification; see tessel.arith)."""
+    if not vmap:
+        return node
+    return transform(node, lambda n: vmap.get(n) if isinstance(n, Var) else None)
+
+
+def replace_buffers(node: Any, bmap: Mapping[Buffer, Buffer]) -> Any:
+    if not bmap:
+        return node
+    return transform(node, lambda n: bmap.get(n) if isinstance(n, Buffer) else None)
+
+
+def collect(node: Any, kind: type | tuple[type, ...]) -> list[Any]:
+    """All nodes of the given type(s), in pre-order, with repeats."""
+    found: list[Any] = []
+    walk(node, lambda n: found.append(n) if isinstance(n, kind) else None)
+    return found
+
+
+def free_vars(node: Any) -> set[Var]:
+    return set(collect(node, Var))
+
+
+def uses_var(node: Any, var: Var) -> bool:
+    return any(v is var for v in collect(node, Var))
+
+
+def written_buffers(node: Any) -> set[Buffer]:
+    return {s.buffer for s in collect(node, BufferStore)}
+
+
+def read_buffers(node: Any) -> set[Buffer]:
+    return {e.buffer for e in collect(node, BufferLoad)}
+
+
+def blocks(node: Any) -> list[Block]:
+    """All blocks under `node` in program order (the root block included)."""
+    return collect(node, Block)
+
+
+def block_realizes(node: Any) -> list[BlockRealize]:
+    return collect(node, BlockRealize)

@@ -1,0 +1,221 @@
+"""Tensor expressions: describe *what* an operator computes, index by index.
+
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis(K, name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    func = te.create_func([A, B, C], name="matmul")
+
+`create_func` lowers the expression graph into a `PrimFunc` with one block per compute.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from tessel import ir
+from tessel.ir import Buffer, Expr, IRError, Var
+from tessel.ir.expr import ExprLike
+
+
+class TEError(ValueError):
+    """A tensor expression is malformed (bad shape, stray reduction, missing argument)."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise TEError(msg)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Axis(Var):
+    """An index variable over [min, min + extent): a compute axis or a reduction axis."""
+
+    extent: int = 1
+    min: int = 0
+    kind: str = ir.SPATIAL
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Reduce(Expr):
+    """`combiner` of `source` over `axes` (only where `where` holds). Must be the whole body
+    of a compute."""
+
+    combiner: str
+    source: Expr
+    axes: tuple[Axis, ...]
+    where: Expr
+    dtype: str
+
+    def identity(self) -> Expr:
+        return identity_of(self.combiner, self.dtype)
+
+    def combine(self, acc: Expr, value: Expr) -> Expr:
+        return acc + value if self.combiner == "sum" else ir.binop(self.combiner, acc, value)
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeOp:
+    axes: tuple[Axis, ...]
+    body: Expr
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Tensor(Buffer):
+    """A Buffer with the operation that produces it (None for a placeholder)."""
+
+    op: ComputeOp | None = None
+
+    def __repr__(self) -> str:
+        kind = "placeholder" if self.op is None else "compute"
+        return f"Tensor({self.name}, {self.shape}, {self.dtype}, {kind})"
+
+
+def identity_of(combiner: str, dtype: str) -> Expr:
+    if combiner == "sum":
+        return ir.const(0, dtype)
+    if ir.is_float(dtype):
+        return ir.const(float("-inf") if combiner == "max" else float("inf"), dtype)
+    bits = ir.DTYPE_BITS[dtype]
+    lo, hi = (0, 2**bits - 1) if dtype.startswith("u") else (-(2**(bits - 1)), 2**(bits - 1) - 1)
+    return ir.const(lo if combiner == "max" else hi, dtype)
+
+
+def _shape(shape: int | Sequence[int], what: str) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    for n in dims:
+        check(isinstance(n, int) and not isinstance(n, bool) and n >= 1,
+              f"{what}: shape {tuple(dims)} must be positive integers")
+    return dims
+
+
+def placeholder(shape: int | Sequence[int], dtype: str = "float32", name: str = "X") -> Tensor:
+    """An input tensor."""
+    return Tensor(name, _shape(shape, f"placeholder {name}"), ir.expr.check_dtype(dtype))
+
+
+def reduce_axis(dom: int | tuple[int, int], name: str = "k") -> Axis:
+    """A reduction axis over range(dom) or range(lo, hi)."""
+    lo, hi = (0, dom) if isinstance(dom, int) else dom
+    check(isinstance(lo, int) and isinstance(hi, int) and hi > lo,
+          f"reduce_axis {name}: empty or non-integer range {dom!r}")
+    return Axis(name, "int32", hi - lo, lo, ir.REDUCE)
+
+
+def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if builtins.any(p.kind == p.VAR_POSITIONAL for p in params) or not params:
+        return [f"i{d}" for d in range(ndim)]
+    check(len(params) == ndim, f"compute over {ndim} dims needs a function of {ndim} indices, "
+                               f"got one of {len(params)}")
+    return [p.name for p in params]
+
+
+def _contains_reduce(e: Expr) -> bool:
+    return bool(ir.collect(e, Reduce))
+
+
+def compute(shape: int | Sequence[int], fcompute: Callable[..., ExprLike], name: str = "T",
+            attrs: dict[str, Any] | None = None) -> Tensor:
+    """A tensor whose element at index (i, j, ...) is fcompute(i, j, ...)."""
+    dims = _shape(shape, f"compute {name}")
+    axes = tuple(Axis(n, "int32", extent) for n, extent in zip(_axis_names(fcompute, len(dims)), dims))
+    body = ir.convert(fcompute(*axes))
+    if isinstance(body, Reduce):
+        check(not _contains_reduce(body.source), f"compute {name}: nested reduction")
+        spatial = set(axes)
+        for ax in body.axes:
+            check(ax not in spatial, f"compute {name}: axis {ax.name} is both spatial and reduced")
+    else:
+        check(not _contains_reduce(body), f"compute {name}: a reduction must be the whole body "
+              "of a compute; compute it into its own tensor first")
+    return Tensor(name, dims, body.dtype, op=ComputeOp(axes, body, dict(attrs or {})))
+
+
+def _reduction(combiner: str, expr: ExprLike, axis, where: ExprLike | None) -> Reduce:
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    for ax in axes:
+        check(isinstance(ax, Axis) and ax.kind == ir.REDUCE,
+              f"{combiner}: axis {ax!r} is not a reduce_axis")
+    source = ir.convert(expr)
+    cond = ir.const(True) if where is None else ir.convert(where)
+    check(cond.dtype == "bool", f"{combiner}: where= must be a boolean condition")
+    return Reduce(combiner, source, axes, cond, source.dtype)
+
+
+def sum(expr: ExprLike, axis, where: ExprLike | None = None) -> Reduce:  # noqa: A001
+    return _reduction("sum", expr, axis, where)
+
+
+def _minmax(name: str, a, b, where) -> Expr:
+    if isinstance(b, (Axis, list, tuple)) and (not isinstance(b, Axis) or b.kind == ir.REDUCE):
+        return _reduction(name, a, b, where)
+    check(where is None, f"{name}(a, b) is elementwise; where= applies only to reductions")
+    return ir.binop(name, a, b)
+
+
+def max(a: ExprLike, axis=None, where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """max(expr, axis=k) reduces over k; max(a, b) is the elementwise maximum."""
+    return _minmax("max", a, axis, where)
+
+
+def min(a: ExprLike, axis=None, where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """min(expr, axis=k) reduces over k; min(a, b) is the elementwise minimum."""
+    return _minmax("min", a, axis, where)
+
+
+def if_then_else(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> Expr:
+    return ir.select(cond, true_value, false_value)
+
+
+def all(*conds: ExprLike) -> Expr:  # noqa: A001
+    return ir.logical_and(*conds)
+
+
+def any(*conds: ExprLike) -> Expr:  # noqa: A001
+    out: Expr = ir.const(False)
+    for c in conds:
+        out = ir.binop("or", out, c)
+    return out
+
+
+def cast(dtype: str, x: ExprLike) -> Expr:
+    return ir.cast(dtype, x)
+
+
+def const(value: int | float, dtype: str | None = None) -> Expr:
+    return ir.const(value, dtype)
+
+
+def _intrinsic(name: str) -> Callable[..., Expr]:
+    def fn(*args: ExprLike) -> Expr:
+        return ir.call(name, *args)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}."
+    return fn
+
+
+exp, log, sqrt, rsqrt = _intrinsic("exp"), _intrinsic("log"), _intrinsic("sqrt"), _intrinsic("rsqrt")
+tanh, erf, sigmoid = _intrinsic("tanh"), _intrinsic("erf"), _intrinsic("sigmoid")
+pow, abs = _intrinsic("pow"), _intrinsic("abs")  # noqa: A001
+floor, ceil = _intrinsic("floor"), _intrinsic("ceil")
+
+
+def create_func(args: Sequence[Tensor], name: str = "main",
+                attrs: dict[str, Any] | None = None) -> ir.PrimFunc:
+    """Lower the graph that computes the tensors in `args` into a PrimFunc whose parameters
+    are `args` in order (inputs first, then outputs, by convention)."""
+    from tessel.lower import lower
+    return lower(list(args), name, dict(attrs or {}))
+
+
+__all__ = ["Axis", "Reduce", "Tensor", "TEError", "placeholder", "compute", "reduce_axis",
+           "sum", "max", "min", "if_then_else", "all", "any", "cast", "const", "exp", "log",
+           "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "pow", "abs", "floor", "ceil",
+           "create_func", "IRError"]

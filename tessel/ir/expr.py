@@ -2,8 +2,9 @@
 
 Nodes are immutable. Equality and hashing are by identity (two `Var("i")` are different
 variables); structural comparison lives in `tessel.ir.structural`. Python operators build
-expressions: `i * 4 + j`, `x < 0`, `a // 8`, `-x`. Use `ir.eq(a, b)` for `==`, which stays
-identity so nodes can be dict keys.
+expressions: `i * 4 + j`, `x < 0`, `a // 8`, `-x`, `k % 2 == 0`. As in TVM, `a == b` builds an
+expression whose truth value (in `if`, dict lookups, `in`) is object identity, so nodes still
+work as dict keys; any other expression refuses a truth value.
 """
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ class Expr:
     def __rand__(self, o: ExprLike) -> Expr: return binop("and", o, self)
     def __or__(self, o: ExprLike) -> Expr: return binop("or", self, o)
     def __ror__(self, o: ExprLike) -> Expr: return binop("or", o, self)
+    def __eq__(self, o: ExprLike) -> Expr: return binop("==", self, o)  # type: ignore[override]
+    def __ne__(self, o: ExprLike) -> Expr: return binop("!=", self, o)  # type: ignore[override]
     def __invert__(self) -> Expr: return logical_not(self)
     def astype(self, dtype: str) -> Expr: return cast(dtype, self)
     def __neg__(self) -> Expr: return binop("-", const(0, self.dtype), self)
@@ -100,6 +103,11 @@ class IntImm(Expr):
     value: int
     dtype: str = INDEX_DTYPE
 
+    def __bool__(self) -> bool:
+        if self.dtype == "bool":  # a folded comparison
+            return bool(self.value)
+        return Expr.__bool__(self)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class FloatImm(Expr):
@@ -116,6 +124,11 @@ class BinOp(Expr):
     a: Expr
     b: Expr
     dtype: str
+
+    def __bool__(self) -> bool:
+        if self.op in ("==", "!="):  # Python asked `a == b` as a question: identity
+            return (self.a is self.b) == (self.op == "==")
+        return Expr.__bool__(self)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -1,0 +1,1 @@
+"""tessel: search for fast loop-nest implementations of tensor operators."""

@@ -1,0 +1,153 @@
+"""Compiler driver: C source -> cached shared library (or assembly text) with the target's compiler.
+
+Libraries are cached by content under ``<cache_dir>/<key[:2]>/<key>.so`` next to the ``<key>.c``
+they came from. A build writes a uniquely named temporary file in the same directory and
+``os.replace``s it into place, so several processes may compile the same source at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tessel.target import Target
+
+_CACHE_FORMAT = "tessel-compile-v1"  # bump when the command line shape below changes
+_LINK_LIBS = ("-lm",)
+_ERROR_LINE = re.compile(r"(?:\.c|<stdin>):(\d+):(?:\d+:)?\s*(?:fatal\s+)?error", re.MULTILINE)
+_MAX_SOURCE_LINES = 60  # sources longer than this are shown as excerpts in errors
+_MAX_STDERR_CHARS = 8000
+
+
+class CompileError(RuntimeError):
+    """The C compiler failed or timed out; ``source`` and ``stderr`` hold what it was given/said."""
+
+    def __init__(self, message: str, *, source: str = "", stderr: str = "") -> None:
+        super().__init__(message)
+        self.source = source
+        self.stderr = stderr
+
+
+def default_cache_dir() -> Path:
+    """$TESSEL_CACHE_DIR if set (read on every call), else ~/.cache/tessel/kernels."""
+    env = os.environ.get("TESSEL_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "tessel" / "kernels"
+
+
+def cache_key(source: str, target: Target, extra_flags: tuple[str, ...] = ()) -> str:
+    """sha256 hex of everything that decides the compiled bytes."""
+    parts = [_CACHE_FORMAT, source, target.compiler, target.compiler_version,
+             list(target.cflags), list(extra_flags)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None = None,
+                   timeout_s: float = 60.0, extra_flags: tuple[str, ...] = ()) -> Path:
+    """Compile C ``source`` into a shared library for ``target``; return the cached .so path."""
+    key = cache_key(source, target, tuple(extra_flags))
+    directory = (Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir())
+    directory = directory / key[:2]
+    lib_path = directory / f"{key}.so"
+    if lib_path.exists():
+        return lib_path
+    directory.mkdir(parents=True, exist_ok=True)
+    c_path = directory / f"{key}.c"
+    _write_atomic(c_path, source)
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
+    os.close(fd)
+    try:
+        cmd = [target.compiler, *target.cflags, *extra_flags, str(c_path), "-o", tmp_name,
+               *_LINK_LIBS]
+        _run_checked(cmd, source, timeout_s)
+        os.chmod(tmp_name, 0o755)
+        os.replace(tmp_name, lib_path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return lib_path
+
+
+def asm_for(source: str, target: Target, *, extra_flags: tuple[str, ...] = (),
+            timeout_s: float = 60.0) -> str:
+    """The assembly the target's compiler emits for ``source`` (for checking SIMD/FMA use)."""
+    flags = [flag for flag in target.cflags if flag != "-shared"]
+    cmd = [target.compiler, *flags, *extra_flags, "-S", "-o", "-", "-x", "c", "-"]
+    return _run_checked(cmd, source, timeout_s, stdin=source)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(text)
+        os.replace(tmp_name, path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def _run_checked(cmd: list[str], source: str, timeout_s: float, stdin: str | None = None) -> str:
+    """Run the compiler; return its stdout or raise CompileError (failure, timeout, no compiler)."""
+    try:
+        returncode, stdout, stderr = _run(cmd, timeout_s, stdin)
+    except subprocess.TimeoutExpired as err:
+        raise CompileError(f"compilation timed out after {timeout_s:g} s: {shlex.join(cmd)}",
+                           source=source) from err
+    except OSError as err:
+        raise CompileError(f"cannot run compiler: {shlex.join(cmd)}: {err}", source=source) from err
+    if returncode != 0:
+        raise CompileError(_failure_message(cmd, returncode, source, stderr),
+                           source=source, stderr=stderr)
+    return stdout
+
+
+def _run(cmd: list[str], timeout_s: float, stdin: str | None) -> tuple[int, str, str]:
+    """subprocess.run, except that a timeout kills the whole process group (cc1, as, ld too)."""
+    with subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(stdin, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return proc.returncode, stdout, stderr
+
+
+def _failure_message(cmd: list[str], returncode: int, source: str, stderr: str) -> str:
+    shown_stderr = stderr if len(stderr) <= _MAX_STDERR_CHARS else (
+        stderr[:_MAX_STDERR_CHARS] + f"\n... ({len(stderr) - _MAX_STDERR_CHARS} more chars)")
+    match = _ERROR_LINE.search(stderr)
+    error_line = int(match.group(1)) if match else None
+    return (f"C compilation failed (exit {returncode}): {shlex.join(cmd)}\n"
+            f"--- compiler stderr ---\n{shown_stderr.rstrip()}\n"
+            f"--- source ---\n{source_excerpt(source, error_line)}")
+
+
+def source_excerpt(source: str, error_line: int | None = None, context: int = 10) -> str:
+    """Numbered source lines, '>' marking ``error_line``; long sources show the head and the
+    lines around ``error_line`` only."""
+    lines = source.splitlines()
+    shown = set(range(1, len(lines) + 1))
+    if len(lines) > _MAX_SOURCE_LINES:
+        shown = set(range(1, context + 1))
+        if error_line is not None:
+            first, last = max(1, error_line - context), min(len(lines), error_line + context)
+            shown |= set(range(first, last + 1))
+    out: list[str] = []
+    for number in sorted(shown):
+        if out and number - 1 not in shown:
+            out.append("     ...")
+        mark = ">" if number == error_line else " "
+        out.append(f"{mark}{number:5d} | {lines[number - 1]}")
+    if lines and len(lines) not in shown:
+        out.append(f"     ... ({len(lines)} lines in all)")
+    return "\n".join(out)

@@ -1,0 +1,326 @@
+"""Target: the CPU a kernel is compiled for (ISA features, vector width, cores, caches, C compiler).
+
+``Target("host")`` (the default) probes this machine once per process. The named presets
+(``Target("x86_64-avx2")`` ...) describe a generic CPU with a given ISA; they are deterministic
+(1 core, default cache sizes) so they suit tests and cross-compilation. Any field can be
+overridden by keyword: ``Target("host", cores=1)``, ``Target("x86_64-avx2", cores=8)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class TargetError(ValueError):
+    """An unknown target, a bad field value or a failed probe of the host or compiler."""
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise TargetError(message)
+
+
+_X86_FEATURES = frozenset({
+    "sse2", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+    "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
+    "amx_tile", "amx_int8", "amx_bf16",
+})
+_ARM_FEATURES = frozenset({
+    "neon", "asimd", "asimdhp", "asimddp", "fphp", "i8mm", "bf16", "sve", "sve2", "sme",
+})
+_ALIASES = {"avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "sse4.1": "sse4_1",
+            "sse4.2": "sse4_2", "avx512": "avx512f"}
+_BASELINE = {"x86_64": frozenset({"sse2"}), "aarch64": frozenset({"neon", "asimd"})}
+
+_DTYPE_BITS = {
+    "bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16, "bfloat16": 16,
+    "int32": 32, "uint32": 32, "float32": 32, "int64": 64, "uint64": 64, "float64": 64,
+}
+_VECTOR_BITS = (128, 256, 512, 1024, 2048)
+_DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # l1d, l2, l3 in bytes
+# No -ffast-math: max reductions start from -INFINITY and must keep IEEE semantics.
+_COMMON_CFLAGS = ("-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+                  "-ffp-contract=fast", "-std=gnu11")
+_INT_FIELDS = ("cores", "l1d_bytes", "l2_bytes", "l3_bytes")
+
+
+@dataclass(frozen=True)
+class _Preset:
+    arch: str
+    features: frozenset[str]
+    isa_flags: tuple[str, ...]
+
+
+_SSE = frozenset({"sse2", "sse4_1", "sse4_2"})
+_AVX2 = _SSE | {"avx", "avx2", "fma", "f16c"}
+_PRESETS = {
+    "x86_64-sse": _Preset("x86_64", _SSE, ("-msse4.2",)),
+    "x86_64-avx2": _Preset("x86_64", _AVX2, ("-mavx2", "-mfma", "-mf16c")),
+    "x86_64-avx512": _Preset(
+        "x86_64", _AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"},
+        ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512cd", "-mfma", "-mf16c",
+         "-mprefer-vector-width=512")),
+    "aarch64-neon": _Preset("aarch64", frozenset({"neon", "asimd"}), ("-march=armv8-a+simd",)),
+}
+VALID_TARGETS = ("host", *_PRESETS)
+
+
+# ---- host probing (cached: Target("host") is cheap to build repeatedly) ----
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _normalize_arch(machine: str) -> str:
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
+
+
+def _parse_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
+    """(cpu model, relevant ISA features) of the first CPU listed in /proc/cpuinfo text."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    model = fields.get("model name") or fields.get("hardware") or fields.get("cpu model") or ""
+    flags = set((fields.get("flags") or fields.get("features") or "").split())
+    if "asimd" in flags:
+        flags.add("neon")
+    return model, frozenset(flags & (_X86_FEATURES | _ARM_FEATURES))
+
+
+def _parse_size(text: str) -> int | None:
+    match = re.fullmatch(r"(\d+)\s*([KMG]?)i?B?", text.strip(), re.IGNORECASE)
+    if match is None:
+        return None
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2).upper()]
+    return int(match.group(1)) * scale or None
+
+
+def _read_caches(root: Path) -> tuple[int, int, int]:
+    """(l1d, l2, l3) bytes from a sysfs dir like .../cpu0/cache; defaults where unreadable."""
+    found: dict[int, int] = {}
+    for index in sorted(root.glob("index*")):
+        level, kind, size = (_read_text(index / name).strip() for name in ("level", "type", "size"))
+        nbytes = _parse_size(size)
+        if level.isdigit() and kind != "Instruction" and nbytes:
+            found.setdefault(int(level), nbytes)
+    return tuple(found.get(level, default) for level, default in zip((1, 2, 3), _DEFAULT_CACHES))
+
+
+def _count_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@functools.cache
+def _probe_host() -> dict[str, Any]:
+    arch = _normalize_arch(platform.machine())
+    model, features = _parse_cpuinfo(_read_text(Path("/proc/cpuinfo")))
+    l1d, l2, l3 = _read_caches(Path("/sys/devices/system/cpu/cpu0/cache"))
+    return dict(arch=arch, cpu_model=model or platform.processor() or arch,
+                features=features or _BASELINE.get(arch, frozenset()), cores=_count_cores(),
+                l1d_bytes=l1d, l2_bytes=l2, l3_bytes=l3)
+
+
+@functools.cache
+def _default_compiler() -> str:
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise TargetError("no C compiler found on PATH (looked for cc, gcc, clang); "
+                      "install gcc or pass Target(compiler=...)")
+
+
+def _resolve_compiler(name: str) -> str:
+    path = shutil.which(name)
+    _check(path is not None, f"C compiler {name!r} not found on PATH or not executable")
+    return path
+
+
+@functools.cache
+def _compiler_version(path: str) -> str:
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise TargetError(f"cannot run C compiler {path!r}: {err}") from err
+    lines = proc.stdout.strip().splitlines()
+    _check(proc.returncode == 0 and bool(lines),
+           f"'{path} --version' failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    return lines[0].strip()
+
+
+# ---- filling in and validating fields ----
+
+def _defaults(name: str) -> dict[str, Any]:
+    _check(isinstance(name, str) and name in VALID_TARGETS,
+           f"unknown target {name!r}; valid targets: {', '.join(VALID_TARGETS)}")
+    if name == "host":
+        return dict(_probe_host())
+    preset = _PRESETS[name]
+    l1d, l2, l3 = _DEFAULT_CACHES
+    return dict(arch=preset.arch, cpu_model="generic", features=preset.features, cores=1,
+                l1d_bytes=l1d, l2_bytes=l2, l3_bytes=l3)
+
+
+def _isa_flags(name: str, arch: str) -> tuple[str, ...]:
+    if name != "host":
+        return _PRESETS[name].isa_flags
+    return ("-mcpu=native",) if arch == "aarch64" else ("-march=native",)
+
+
+def _vector_bits(features: frozenset[str]) -> int:
+    if "avx512f" in features:
+        return 512
+    return 256 if features & {"avx2", "avx"} else 128
+
+
+def _str_collection(value: Any, key: str) -> tuple[str, ...]:
+    _check(not isinstance(value, str) and hasattr(value, "__iter__"),
+           f"{key} must be a collection of strings, got {value!r}")
+    items = tuple(value)
+    _check(all(isinstance(item, str) and item for item in items),
+           f"{key} must contain only non-empty strings, got {value!r}")
+    return items
+
+
+def _complete(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Derive the fields not given (vector width, cflags, compiler) and normalize types."""
+    features = _str_collection(values["features"], "features")
+    values["features"] = frozenset(f.lower() for f in features)
+    values.setdefault("vector_bits", _vector_bits(values["features"]))
+    values.setdefault("cflags", ("-O3", *_isa_flags(name, values["arch"]), *_COMMON_CFLAGS))
+    values["cflags"] = _str_collection(values["cflags"], "cflags")
+    if "compiler" not in values:
+        values["compiler"] = _default_compiler()
+    elif "compiler_version" not in values:
+        compiler = values["compiler"]
+        _check(isinstance(compiler, str), f"compiler must be a string, got {compiler!r}")
+        values["compiler"] = _resolve_compiler(compiler)
+    if "compiler_version" not in values:
+        values["compiler_version"] = _compiler_version(values["compiler"])
+    return values
+
+
+def _validate(values: dict[str, Any]) -> None:
+    for key in _INT_FIELDS:
+        value = values[key]
+        _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+               f"{key} must be a positive integer, got {value!r}")
+    _check(values["vector_bits"] in _VECTOR_BITS,
+           f"vector_bits must be one of {_VECTOR_BITS}, got {values['vector_bits']!r}")
+    for key in ("arch", "cpu_model", "compiler", "compiler_version"):
+        _check(isinstance(values[key], str) and bool(values[key]),
+               f"{key} must be a non-empty string, got {values[key]!r}")
+
+
+def _canonical(feature: str) -> str:
+    return _ALIASES.get(feature.lower(), feature.lower())
+
+
+def _compiler_label(version_line: str) -> str:
+    """'cc (Debian 12.2.0-14) 12.2.0' -> 'gcc 12.2.0'; 'clang version 14.0.0' -> 'clang 14.0.0'."""
+    match = re.search(r"\d+\.\d+(?:\.\d+)?", version_line)
+    version = f" {match.group(0)}" if match else ""
+    first = version_line.split()[0] if version_line.split() else "cc"
+    if "clang" in version_line.lower():
+        return f"clang{version}"
+    return f"gcc{version}" if first == "cc" or "gcc" in first else f"{first}{version}"
+
+
+def _isa_summary(features: frozenset[str]) -> str:
+    ranked = (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"), ("sse4_2", "sse4.2"),
+              ("sse2", "sse2"), ("sve2", "sve2"), ("sve", "sve"), ("asimd", "neon"))
+    base = next((label for flag, label in ranked if flag in features), "generic")
+    optional = (("fma", "fma"), ("avx512_vnni", "vnni"))
+    extras = [label for flag, label in optional if flag in features]
+    return "+".join([base, *extras])
+
+
+@dataclass(frozen=True, init=False)
+class Target:
+    """A CPU compilation target. Build with ``Target(name="host", **overrides)``.
+
+    ``name`` is "host" (probe this machine) or a preset in VALID_TARGETS. Any field below can be
+    overridden by keyword; ``vector_bits`` defaults from ``features``, ``cflags`` from ``name``
+    (-march=native for host, ISA flags for presets), ``compiler`` from cc/gcc/clang on PATH.
+    A ``compiler`` given without ``compiler_version`` is looked up on PATH and asked its version.
+    """
+
+    name: str
+    arch: str
+    cpu_model: str
+    features: frozenset[str]
+    vector_bits: int
+    cores: int
+    l1d_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    compiler: str
+    compiler_version: str
+    cflags: tuple[str, ...]
+
+    def __init__(self, name: str = "host", **overrides: Any) -> None:
+        valid = [f.name for f in dataclasses.fields(self) if f.name != "name"]
+        unknown = sorted(set(overrides) - set(valid))
+        _check(not unknown, f"unknown Target field(s) {unknown}; valid fields: {valid}")
+        given = {key: value for key, value in overrides.items() if value is not None}
+        values = _complete(name, {**_defaults(name), **given})
+        _validate(values)
+        object.__setattr__(self, "name", name)
+        for key in valid:
+            object.__setattr__(self, key, values[key])
+
+    def has(self, feature: str) -> bool:
+        return _canonical(feature) in self.features
+
+    def vector_lanes(self, dtype: str) -> int:
+        """How many elements of ``dtype`` fit in one vector register."""
+        _check(dtype in _DTYPE_BITS,
+               f"unknown dtype {dtype!r}; valid dtypes: {sorted(_DTYPE_BITS)}")
+        return max(1, self.vector_bits // _DTYPE_BITS[dtype])
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The JSON-able facts that decide whether measurements on two targets are comparable."""
+        return dict(arch=self.arch, cpu_model=self.cpu_model, features=sorted(self.features),
+                    vector_bits=self.vector_bits, cores=self.cores,
+                    compiler_version=self.compiler_version, cflags=list(self.cflags))
+
+    def fingerprint_hash(self) -> str:
+        canonical = json.dumps(self.fingerprint(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(features=sorted(self.features), cflags=list(self.cflags))
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Target:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise TargetError(f"invalid Target JSON: {err}") from err
+        _check(isinstance(data, dict) and "name" in data, f"Target JSON needs a 'name': {text!r}")
+        return cls(data.pop("name"), **data)
+
+    def __str__(self) -> str:
+        plural = "core" if self.cores == 1 else "cores"
+        return (f"{self.arch} {_isa_summary(self.features)} {self.vector_bits}-bit "
+                f"x{self.cores} {plural} ({_compiler_label(self.compiler_version)})")

@@ -1,0 +1,16 @@
+import pytest
+
+from tessel import te
+
+
+def make_matmul(M=5, N=6, K=7, names=("A", "B", "C", "k")):
+    A = te.placeholder((M, K), name=names[0])
+    B = te.placeholder((K, N), name=names[1])
+    k = te.reduce_axis(K, name=names[3])
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name=names[2])
+    return te.create_func([A, B, C], name="matmul")
+
+
+@pytest.fixture
+def matmul_func():
+    return make_matmul()

@@ -12,3 +12,4 @@ from tessel.ir.structural import structural_equal, structural_hash, structural_k
 from tessel.ir.visitor import (blocks, block_realizes, children, collect, free_vars,
                                read_buffers, replace_buffers, substitute, transform,
                                uses_var, walk, written_buffers)
+from tessel.ir.serialize import from_json, to_json

@@ -1,0 +1,127 @@
+"""The `tessel` command.
+
+    tessel ops                  list the workloads of the public suite
+    tessel suite [NAME ...]     build every (or the named) workload unscheduled, check it
+                                against numpy and print time and GFLOP/s
+    tessel show NAME            print a workload's program (and --c for its C source)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    name: str
+    seconds: float
+    gflops: float
+    max_error: float
+    ok: bool
+
+
+def _allclose(out: np.ndarray, ref: np.ndarray) -> tuple[bool, float]:
+    err = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64)), initial=0.0))
+    scale = float(np.max(np.abs(ref), initial=0.0))
+    tol = 1e-3 if out.dtype == np.float16 else 1e-4
+    return bool(np.allclose(out, ref, rtol=tol, atol=tol * max(1.0, scale))), err
+
+
+def _time_kernel(mod, arrays: list[np.ndarray], budget_s: float) -> float:
+    """Median seconds per call; `number` is chosen so each repeat lasts about budget_s/3."""
+    start = time.perf_counter()
+    mod(*arrays)
+    first = time.perf_counter() - start
+    number = max(1, int(budget_s / 3 / max(first, 1e-9)))
+    repeat = 3 if first < budget_s else 1
+    return mod.time(*arrays, number=number, repeat=repeat)
+
+
+def run_suite_workload(name: str, target, budget_s: float = 0.3, seed: int = 0) -> SuiteRow:
+    from tessel import build, ops
+    func = ops.SUITE[name]
+    arrays = ops.reference_inputs(func, seed=seed)
+    outputs = func.outputs
+    mod = build(func, target)
+    mod(*arrays)
+    n_in = len(func.params) - len(outputs)
+    ref = ops.run_reference(func, *arrays[:n_in])
+    refs = ref if isinstance(ref, (list, tuple)) else [ref]
+    results = [_allclose(out, r) for out, r in zip(arrays[n_in:], refs)]
+    seconds = _time_kernel(mod, arrays, budget_s)
+    return SuiteRow(name, seconds, ops.flops(func) / seconds / 1e9,
+                    max(err for _, err in results), all(ok for ok, _ in results))
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from tessel import Target, ops
+    target = Target("host")
+    names = args.names or list(ops.SUITE)
+    unknown = [n for n in names if n not in ops.SUITE]
+    if unknown:
+        print(f"tessel suite: unknown workload(s) {', '.join(unknown)}; "
+              f"see `tessel ops`", file=sys.stderr)
+        return 2
+    print(f"target: {target}")
+    print("unscheduled programs (naive loop nests), checked against numpy\n")
+    print(f"{'workload':<10} {'time (ms)':>12} {'GFLOP/s':>9} {'max |err|':>11}  check")
+    failures = 0
+    for name in names:
+        row = run_suite_workload(name, target, args.budget)
+        failures += not row.ok
+        print(f"{row.name:<10} {row.seconds * 1e3:>12.3f} {row.gflops:>9.2f} "
+              f"{row.max_error:>11.2e}  {'ok' if row.ok else 'MISMATCH'}", flush=True)
+    print(f"\n{len(names) - failures}/{len(names)} workloads match numpy")
+    return 1 if failures else 0
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from tessel import ops
+    for name in ops.SUITE:
+        print(f"{name:<10} {ops.SUITE_DESCRIPTIONS.get(name, '')}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tessel import Target, ops
+    if args.name not in ops.SUITE:
+        print(f"tessel show: unknown workload {args.name!r}; see `tessel ops`", file=sys.stderr)
+        return 2
+    func = ops.SUITE[args.name]
+    if args.c:
+        from tessel.codegen import generate_c
+        print(generate_c(func, Target("host")))
+    else:
+        print(func.script())
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tessel", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("suite", help="build and check the workload suite")
+    p.add_argument("names", nargs="*", help="workloads to run (default: all)")
+    p.add_argument("--budget", type=float, default=0.3,
+                   help="seconds of timing per workload (default 0.3)")
+    p.set_defaults(fn=cmd_suite)
+    p = sub.add_parser("ops", help="list the workloads")
+    p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("show", help="print a workload's program")
+    p.add_argument("name")
+    p.add_argument("--c", action="store_true", help="print the generated C instead")
+    p.set_defaults(fn=cmd_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The operator library and its numpy reference implementations."""

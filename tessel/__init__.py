@@ -1,1 +1,15 @@
-"""tessel: search for fast loop-nest implementations of tensor operators."""
+"""tessel: search for fast loop-nest implementations of tensor operators.
+
+    import tessel
+    from tessel import te, ops
+    func = ops.matmul(1024, 1024, 1024)
+    mod = tessel.build(func, tessel.Target("host"))
+"""
+from tessel import ir, ops, te
+from tessel.codegen import CodegenError, CompileError, Module, build, generate_c
+from tessel.ir import PrimFunc
+from tessel.target import Target, TargetError
+
+__version__ = "0.1.0"
+__all__ = ["ir", "te", "ops", "build", "Module", "generate_c", "Target", "TargetError",
+           "PrimFunc", "CodegenError", "CompileError"]

@@ -112,6 +112,7 @@ def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
         params = []
     if builtins.any(p.kind == p.VAR_POSITIONAL for p in params) or not params:
         return [f"i{d}" for d in range(ndim)]
+    params = [p for p in params if p.default is p.empty and p.kind != p.VAR_KEYWORD]
     check(len(params) == ndim, f"compute over {ndim} dims needs a function of {ndim} indices, "
                                f"got one of {len(params)}")
     return [p.name for p in params]

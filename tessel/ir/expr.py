@@ -187,9 +187,15 @@ def const(value: int | float | bool, dtype: str | None = None) -> Expr:
         dtype = "float32" if isinstance(value, float) else INDEX_DTYPE
     check_dtype(dtype)
     if is_float(dtype):
-        return FloatImm(float(value), dtype)
+        return FloatImm(_round_to(float(value), dtype), dtype)
     check(float(value) == int(value), f"cannot make a {dtype} constant from {value!r}")
     return IntImm(int(value), dtype)
+
+
+def _round_to(value: float, dtype: str) -> float:
+    """The nearest value representable in `dtype` (so float32 0.1 is stored as such)."""
+    import numpy as np
+    return float(np.asarray(value, dtype=dtype)) if dtype != "float64" else value
 
 
 def convert(value: ExprLike, like: str | None = None) -> Expr:
@@ -242,6 +248,8 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
     ca, cb = _imm(a), _imm(b)
     if op in LOGIC_OPS:
         check(a.dtype == "bool", f"'{op}' needs boolean operands, got {a.dtype}")
+    elif op == "/" and not is_float(a.dtype):
+        raise IRError(f"'/' on {a.dtype} operands; use '//' (floor division) for integers")
     elif op not in ARITH_OPS + CMP_OPS:
         raise IRError(f"unknown binary operator {op!r}")
     if ca is not None and cb is not None:

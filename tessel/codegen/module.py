@@ -1,0 +1,146 @@
+"""Build a PrimFunc into a loaded shared library and call or time it on numpy arrays.
+
+    mod = build(func)               # generate C, compile (content-cached), load with ctypes
+    mod(a, b, c)                    # outputs are written in place
+    secs = mod.time(a, b, c, number=10, repeat=3)
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from tessel.codegen.c import ALLOC_FAILED, generate_c
+from tessel.codegen.compiler import asm_for, compile_shared
+from tessel.ir import Buffer, PrimFunc
+from tessel.target import Target
+
+_ARGS = ctypes.POINTER(ctypes.c_void_p)
+_GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
+
+
+def _numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(np.bool_ if dtype == "bool" else dtype)
+
+
+class Module:
+    """A compiled PrimFunc: `mod(*arrays)` runs it, `mod.time(*arrays)` measures it."""
+
+    def __init__(self, func: PrimFunc, target: Target, source: str, lib_path: Path) -> None:
+        self.func, self.target, self.source, self.lib_path = func, target, source, lib_path
+        self._lib = ctypes.CDLL(str(lib_path))
+        self._entry = self._lib.tessel_entry
+        self._entry.argtypes, self._entry.restype = [_ARGS], ctypes.c_int32
+        self._time = self._lib.tessel_time
+        self._time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
+                               ctypes.POINTER(ctypes.c_double)]
+        self._time.restype = ctypes.c_int32
+        self._params = func.params
+        self._dtypes = [_numpy_dtype(p.dtype) for p in func.params]
+        outputs = set(func.outputs)
+        self._is_output = [p in outputs for p in func.params]
+        self._arg_array = ctypes.c_void_p * len(func.params)
+
+    def __repr__(self) -> str:
+        return f"Module({self.func.name}, {self.lib_path.name})"
+
+    def asm(self) -> str:
+        """The assembly the target's compiler makes of this module's C source."""
+        return asm_for(self.source, self.target)
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self._check_status(self._entry(self._pack(arrays)))
+
+    def time(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
+             min_repeat_ms: float = 0) -> float:
+        """Median over `repeat` batches of the mean seconds per call in a batch."""
+        return statistics.median(self.time_all(*arrays, number=number, repeat=repeat,
+                                               min_repeat_ms=min_repeat_ms))
+
+    def time_all(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
+                 min_repeat_ms: float = 0) -> list[float]:
+        """Mean seconds per call of each of `repeat` batches of `number` calls (after one
+        warm-up call). With min_repeat_ms > 0, `number` first grows until a batch lasts that
+        long."""
+        for key, value in (("number", number), ("repeat", repeat)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key} must be a positive int, got {value!r}")
+        args = self._pack(arrays)
+        if min_repeat_ms > 0:
+            number = self._calibrate(args, number, min_repeat_ms / 1e3)
+        return self._run_timed(args, number, repeat)
+
+    def _run_timed(self, args, number: int, repeat: int) -> list[float]:
+        out = (ctypes.c_double * repeat)()
+        self._check_status(self._time(args, number, repeat, out))
+        return list(out)
+
+    def _calibrate(self, args, number: int, min_secs: float) -> int:
+        """Grow `number` until one batch lasts at least `min_secs`."""
+        while number < 2**31 - 1:
+            batch_secs = self._run_timed(args, number, 1)[0] * number
+            if batch_secs >= min_secs:
+                break
+            wanted = min_secs / max(batch_secs / number, 1e-9) * _GROWTH
+            number = min(2**31 - 1, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
+        return number
+
+    def _check_status(self, status: int) -> None:
+        if status == ALLOC_FAILED:
+            raise RuntimeError(f"kernel {self.func.name}: memory allocation failed")
+        if status != 0:
+            raise RuntimeError(f"kernel {self.func.name} failed with status {status}")
+
+    # ---- argument checking ----
+
+    def _pack(self, arrays: tuple[np.ndarray, ...]) -> ctypes.Array:
+        """Validate the arguments and return the C `void*[]` pointing at their data."""
+        params = self._params
+        if len(arrays) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise TypeError(f"{self.func.name} takes {len(params)} arrays ({names}), "
+                            f"got {len(arrays)}")
+        for k, (param, array) in enumerate(zip(params, arrays)):
+            self._check_array(k, param, array)
+        for k, array in enumerate(arrays):
+            if self._is_output[k]:
+                self._check_not_aliased(k, arrays)
+        return self._arg_array(*[a.ctypes.data for a in arrays])
+
+    def _label(self, k: int) -> str:
+        kind = "output" if self._is_output[k] else "input"
+        return f"{self.func.name}: {kind} {self._params[k].name} (argument {k})"
+
+    def _check_array(self, k: int, param: Buffer, array: object) -> None:
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{self._label(k)} must be a numpy.ndarray, got "
+                            f"{type(array).__name__}")
+        if array.dtype != self._dtypes[k]:
+            raise TypeError(f"{self._label(k)} must have dtype {self._dtypes[k]}, got "
+                            f"{array.dtype}; convert it with .astype() first")
+        if array.shape != param.shape:
+            raise ValueError(f"{self._label(k)} must have shape {param.shape}, got {array.shape}")
+        flags = array.flags
+        if not (flags.c_contiguous and flags.aligned):
+            raise ValueError(f"{self._label(k)} must be C-contiguous and aligned; pass "
+                             "np.ascontiguousarray(...)")
+        if self._is_output[k] and not flags.writeable:
+            raise ValueError(f"{self._label(k)} is read-only, but the kernel writes it")
+
+    def _check_not_aliased(self, k: int, arrays: tuple[np.ndarray, ...]) -> None:
+        for j, other in enumerate(arrays):
+            if j != k and np.shares_memory(arrays[k], other):
+                raise ValueError(f"{self._label(k)} shares memory with {self._params[j].name} "
+                                 f"(argument {j}); outputs must not overlap other arguments")
+
+
+def build(func: PrimFunc, target: Target | None = None, *,
+          cache_dir: str | Path | None = None) -> Module:
+    """Generate C for `func`, compile it for `target` (default: this host) and load it."""
+    target = target if target is not None else Target("host")
+    source = generate_c(func, target)
+    lib_path = compile_shared(source, target, cache_dir=cache_dir)
+    return Module(func, target, source, lib_path)

@@ -1,0 +1,70 @@
+"""Normalizations and softmax, built from reduction stages followed by a normalize stage."""
+from __future__ import annotations
+
+from tessel import ir, te
+from tessel.ops.common import check, dtype_arg, make_func, positive
+
+
+def _eps(op: str, eps: float) -> float:
+    check(isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps >= 0,
+          f"{op}: eps must be a number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def batch_norm(N: int, C: int, H: int, W: int, eps: float = 1e-5,
+               dtype: str = "float32") -> ir.PrimFunc:
+    """Inference batch norm over channels: params (data (N, C, H, W), gamma, beta, mean, var
+    (each (C,)), out); out = (data - mean) * gamma * rsqrt(var + eps) + beta."""
+    op = "batch_norm"
+    positive(op, N=N, C=C, H=H, W=W)
+    eps, dtype = _eps(op, eps), dtype_arg(op, dtype, floating=True)
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    gamma, beta, mean, var = (te.placeholder((C,), dtype, name=n)
+                              for n in ("gamma", "beta", "mean", "var"))
+    out = te.compute((N, C, H, W), lambda n, c, h, w: (data[n, c, h, w] - mean[c]) * (
+        gamma[c] * te.rsqrt(var[c] + eps)) + beta[c], name=op)
+    return make_func(op, [data, gamma, beta, mean, var, out],
+                     dict(N=N, C=C, H=H, W=W, eps=eps, dtype=dtype))
+
+
+def layer_norm(M: int, N: int, eps: float = 1e-5, dtype: str = "float32") -> ir.PrimFunc:
+    """Normalize each row of x (M, N) over its N elements (biased variance), then scale and
+    shift: params (x, gamma (N,), beta (N,), out). Stages: mean, var (reductions), layer_norm."""
+    op = "layer_norm"
+    positive(op, M=M, N=N)
+    eps, dtype = _eps(op, eps), dtype_arg(op, dtype, floating=True)
+    x = te.placeholder((M, N), dtype, name="x")
+    gamma = te.placeholder((N,), dtype, name="gamma")
+    beta = te.placeholder((N,), dtype, name="beta")
+    inv_n = 1.0 / N
+    k = te.reduce_axis(N, name="k")
+    mean = te.compute((M,), lambda i: te.sum(x[i, k] * inv_n, axis=k), name="mean")
+    k2 = te.reduce_axis(N, name="k")
+
+    def centered_square(i):
+        d = x[i, k2] - mean[i]
+        return te.sum(d * d * inv_n, axis=k2)
+
+    var = te.compute((M,), centered_square, name="var")
+    out = te.compute((M, N), lambda i, j: (x[i, j] - mean[i]) * te.rsqrt(var[i] + eps)
+                     * gamma[j] + beta[j], name=op)
+    return make_func(op, [x, gamma, beta, out], dict(M=M, N=N, eps=eps, dtype=dtype))
+
+
+def softmax(M: int, N: int, dtype: str = "float32") -> ir.PrimFunc:
+    """Softmax of each row of x (M, N), shifted by the row maximum for stability: params
+    (x, out). Stages: maxelem, exp, expsum, softmax."""
+    op = "softmax"
+    positive(op, M=M, N=N)
+    dtype = dtype_arg(op, dtype, floating=True)
+    x = te.placeholder((M, N), dtype, name="x")
+    k = te.reduce_axis(N, name="k")
+    maxelem = te.compute((M,), lambda i: te.max(x[i, k], axis=k), name="maxelem")
+    ex = te.compute((M, N), lambda i, j: te.exp(x[i, j] - maxelem[i]), name="exp")
+    k2 = te.reduce_axis(N, name="k")
+    expsum = te.compute((M,), lambda i: te.sum(ex[i, k2], axis=k2), name="expsum")
+    out = te.compute((M, N), lambda i, j: ex[i, j] / expsum[i], name=op)
+    return make_func(op, [x, out], dict(M=M, N=N, dtype=dtype))
+
+
+__all__ = ["batch_norm", "layer_norm", "softmax"]

@@ -1,0 +1,69 @@
+// tessel kernel matmul_local_acc
+// inputs: A float32[5, 3], B float32[3, 8]
+// outputs: C float32[5, 8]
+
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define TESSEL_ALLOC_FAILED 1
+
+static int32_t matmul_local_acc(
+        const float* restrict A,
+        const float* restrict B,
+        float* restrict C) {
+    #pragma omp parallel for num_threads(1) schedule(static)
+    for (int32_t i_0 = 0; i_0 < 1; ++i_0) {
+        for (int32_t i_1 = 0; i_1 < 8; ++i_1) {
+            for (int32_t j_0 = 0; j_0 < 1; ++j_0) {
+                // block C_tile
+                const int32_t vi = i_0 * 8 + i_1;
+                const int32_t vjo = j_0;
+                if (i_0 * 8 + i_1 < 5) {
+                    float C_local[8] __attribute__((aligned(64)));
+                    for (int32_t k = 0; k < 3; ++k) {
+                        #pragma omp simd
+                        for (int32_t j_1 = 0; j_1 < 8; ++j_1) {
+                            // block C_local
+                            const int32_t vji = j_1;
+                            const int32_t vk = k;
+                            if (vk == 0) {
+                                C_local[vji] = 0.0f;
+                            }
+                            C_local[vji] = C_local[vji] + A[vi * 3 + vk] * B[vk * 8 + vjo * 8 + vji];
+                        }
+                    }
+                    #pragma omp simd
+                    for (int32_t j_1_1 = 0; j_1_1 < 8; ++j_1_1) {
+                        // block C_write
+                        const int32_t vj = j_1_1;
+                        C[vi * 8 + vjo * 8 + vj] = C_local[vj];
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+int32_t tessel_entry(void** args) {
+    return matmul_local_acc((const float*)args[0], (const float*)args[1], (float*)args[2]);
+}
+
+int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {
+    int32_t status = tessel_entry(args);  // warm-up
+    for (int32_t r = 0; status == 0 && r < repeat; ++r) {
+        struct timespec start, stop;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (int32_t n = 0; status == 0 && n < number; ++n) {
+            status = tessel_entry(args);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &stop);
+        const double secs = (double)(stop.tv_sec - start.tv_sec)
+                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);
+        out_secs[r] = secs / number;
+    }
+    return status;
+}

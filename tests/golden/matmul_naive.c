@@ -1,0 +1,49 @@
+// tessel kernel matmul
+// inputs: A float32[3, 4], B float32[4, 2]
+// outputs: C float32[3, 2]
+
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define TESSEL_ALLOC_FAILED 1
+
+static int32_t matmul(const float* restrict A, const float* restrict B, float* restrict C) {
+    for (int32_t i = 0; i < 3; ++i) {
+        for (int32_t j = 0; j < 2; ++j) {
+            for (int32_t k = 0; k < 4; ++k) {
+                // block C
+                const int32_t vi = i;
+                const int32_t vj = j;
+                const int32_t vk = k;
+                if (vk == 0) {
+                    C[vi * 2 + vj] = 0.0f;
+                }
+                C[vi * 2 + vj] = C[vi * 2 + vj] + A[vi * 4 + vk] * B[vk * 2 + vj];
+            }
+        }
+    }
+    return 0;
+}
+
+int32_t tessel_entry(void** args) {
+    return matmul((const float*)args[0], (const float*)args[1], (float*)args[2]);
+}
+
+int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {
+    int32_t status = tessel_entry(args);  // warm-up
+    for (int32_t r = 0; status == 0 && r < repeat; ++r) {
+        struct timespec start, stop;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (int32_t n = 0; status == 0 && n < number; ++n) {
+            status = tessel_entry(args);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &stop);
+        const double secs = (double)(stop.tv_sec - start.tv_sec)
+                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);
+        out_secs[r] = secs / number;
+    }
+    return status;
+}

@@ -1,0 +1,43 @@
+// tessel kernel vec_fma
+// inputs: A float32[16], B float32[16]
+// outputs: C float32[16]
+
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define TESSEL_ALLOC_FAILED 1
+
+static int32_t vec_fma(const float* restrict A, const float* restrict B, float* restrict C) {
+    for (int32_t i_0 = 0; i_0 < 2; ++i_0) {
+        #pragma omp simd
+        for (int32_t i_1 = 0; i_1 < 8; ++i_1) {
+            // block C
+            const int32_t vi = i_0 * 8 + i_1;
+            C[vi] = C[vi] + A[vi] * B[vi];
+        }
+    }
+    return 0;
+}
+
+int32_t tessel_entry(void** args) {
+    return vec_fma((const float*)args[0], (const float*)args[1], (float*)args[2]);
+}
+
+int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {
+    int32_t status = tessel_entry(args);  // warm-up
+    for (int32_t r = 0; status == 0 && r < repeat; ++r) {
+        struct timespec start, stop;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (int32_t n = 0; status == 0 && n < number; ++n) {
+            status = tessel_entry(args);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &stop);
+        const double secs = (double)(stop.tv_sec - start.tv_sec)
+                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);
+        out_secs[r] = secs / number;
+    }
+    return status;
+}

@@ -44,17 +44,13 @@ def _time_kernel(mod, arrays: list[np.ndarray], budget_s: float) -> float:
 def run_suite_workload(name: str, target, budget_s: float = 0.3, seed: int = 0) -> SuiteRow:
     from tessel import build, ops
     func = ops.SUITE[name]
-    arrays = ops.reference_inputs(func, seed=seed)
-    outputs = func.outputs
+    inputs = ops.reference_inputs(func, seed=seed)
+    (out,) = ops.empty_outputs(func)
     mod = build(func, target)
-    mod(*arrays)
-    n_in = len(func.params) - len(outputs)
-    ref = ops.run_reference(func, *arrays[:n_in])
-    refs = ref if isinstance(ref, (list, tuple)) else [ref]
-    results = [_allclose(out, r) for out, r in zip(arrays[n_in:], refs)]
-    seconds = _time_kernel(mod, arrays, budget_s)
-    return SuiteRow(name, seconds, ops.flops(func) / seconds / 1e9,
-                    max(err for _, err in results), all(ok for ok, _ in results))
+    mod(*inputs, out)
+    ok, err = _allclose(out, ops.run_reference(func, *inputs))
+    seconds = _time_kernel(mod, [*inputs, out], budget_s)
+    return SuiteRow(name, seconds, ops.flops(func) / seconds / 1e9, err, ok)
 
 
 def cmd_suite(args: argparse.Namespace) -> int:

@@ -1,0 +1,132 @@
+"""Navigating and rewriting the program tree by node identity.
+
+IR nodes are immutable, so a primitive finds the nodes it changes (by block name or loop
+variable), builds replacements, and `replace` rebuilds the path from the root. Loop
+variables and block names are the stable identities random variables point at.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+from tessel import ir
+from tessel.ir import Block, BlockRealize, For, PrimFunc, Stmt, Var
+from tessel.ir.visitor import children
+from tessel.schedule.trace import ScheduleError
+
+
+def path_to(root: Any, pred: Callable[[Any], bool]) -> list[Any] | None:
+    """The nodes from `root` down to the first node (pre-order) satisfying pred, both ends
+    included; None if there is none. Only statements are searched."""
+    stack: list[tuple[Any, list[Any]]] = [(root, [root])]
+    while stack:
+        node, path = stack.pop()
+        if pred(node):
+            return path
+        kids = [c for c in children(node) if isinstance(c, Stmt)]
+        stack.extend((c, path + [c]) for c in reversed(kids))
+    return None
+
+
+def block_path(func: PrimFunc, name: str) -> list[Any]:
+    """Path from the function body to the BlockRealize of block `name`."""
+    path = path_to(func.body, lambda n: isinstance(n, BlockRealize) and n.block.name == name)
+    if path is None:
+        raise ScheduleError(f"no block named {name!r} in {func.name}")
+    return path
+
+
+def loop_path(func: PrimFunc, var: Var) -> list[Any]:
+    path = path_to(func.body, lambda n: isinstance(n, For) and n.loop_var is var)
+    if path is None:
+        raise ScheduleError(f"loop {var.name} no longer exists in {func.name}")
+    return path
+
+
+def find_realize(func: PrimFunc, name: str) -> BlockRealize:
+    return block_path(func, name)[-1]
+
+
+def find_loop(func: PrimFunc, var: Var) -> For:
+    return loop_path(func, var)[-1]
+
+
+def enclosing_loops(path: list[Any]) -> list[For]:
+    """The loops of `path` below its last enclosing block (outermost first)."""
+    loops: list[For] = []
+    for node in path[:-1]:
+        if isinstance(node, Block):
+            loops = []
+        elif isinstance(node, For):
+            loops.append(node)
+    return loops
+
+
+def scope_block(path: list[Any]) -> Block:
+    """The nearest block strictly above the last node of `path`."""
+    for node in reversed(path[:-1]):
+        if isinstance(node, Block):
+            return node
+    raise ScheduleError("node has no enclosing block")
+
+
+def replace(func: PrimFunc, old: Any, new: Any | None) -> PrimFunc:
+    """Replace node `old` (by identity) with `new`; `new=None` deletes a statement from its
+    sequence."""
+    return replace_many(func, {id(old): new})
+
+
+def replace_many(func: PrimFunc, mapping: Mapping[int, Any]) -> PrimFunc:
+    """Replace several nodes at once, keyed by id(old node). A loop whose body is deleted
+    is deleted too."""
+    body = rebuild(func.body, mapping)
+    if not isinstance(body, BlockRealize):
+        raise ScheduleError("cannot remove the root block")
+    return func.with_body(body)
+
+
+def rebuild(node: Any, mapping: Mapping[int, Any]) -> Any:
+    if id(node) in mapping:
+        return mapping[id(node)]
+    if isinstance(node, ir.SeqStmt):
+        new_seq = [rebuild(s, mapping) for s in node.seq]
+        if all(a is b for a, b in zip(new_seq, node.seq)):
+            return node
+        kept = [s for s in new_seq if s is not None]
+        return ir.seq(*kept) if kept else None
+    changes = {}
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, Stmt):
+            new = rebuild(value, mapping)
+            if new is None and isinstance(node, For):
+                return None
+            if new is not value:
+                changes[f.name] = new if new is not None else ir.SeqStmt(())
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def loop_nest_blocks(stmt: Any) -> list[Block]:
+    """Blocks directly under `stmt` (not nested inside another block's body)."""
+    found: list[Block] = []
+
+    def visit(node: Any) -> bool | None:
+        if isinstance(node, BlockRealize):
+            found.append(node.block)
+            return False
+        return None
+    ir.walk(stmt, visit)
+    return found
+
+
+def child_blocks(node: Any) -> list[Block]:
+    """Blocks directly under a block's body or a loop."""
+    body = node.body if isinstance(node, (Block, For)) else node
+    return loop_nest_blocks(body)
+
+
+def wrap_loops(loops: list[For], body: Stmt) -> Stmt:
+    """Rebuild the loop chain `loops` (outermost first) around `body`."""
+    for loop in reversed(loops):
+        body = For(loop.loop_var, loop.extent, body, loop.kind, loop.thread, loop.annotations)
+    return body

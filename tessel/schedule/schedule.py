@@ -12,11 +12,19 @@ in `sch.trace` (calls that primitives make to each other are not recorded). A pr
 either succeeds or raises ScheduleError and leaves the schedule as it was.
 """
 from tessel.schedule.base import ScheduleBase
+from tessel.schedule.cache import CachePrimitives
+from tessel.schedule.compute_at import ComputeLocationPrimitives
+from tessel.schedule.layout import LayoutPrimitives
 from tessel.schedule.loops import LoopPrimitives
+from tessel.schedule.reduction import ReductionPrimitives
 from tessel.schedule.sampling import SamplingInstructions
 
 
-class Schedule(LoopPrimitives, SamplingInstructions, ScheduleBase):
-    """Primitives: see LoopPrimitives (split, fuse, reorder, add_unit_loop, parallel,
-    vectorize, unroll, bind, annotate, unannotate) and SamplingInstructions
-    (sample_perfect_tile, sample_categorical); queries are in ScheduleBase."""
+class Schedule(LoopPrimitives, ComputeLocationPrimitives, CachePrimitives, ReductionPrimitives,
+               LayoutPrimitives, SamplingInstructions, ScheduleBase):
+    """The primitives live in the mixins, one family per module: loops.py (split, fuse,
+    reorder, add_unit_loop, parallel, vectorize, unroll, bind, annotate, unannotate),
+    compute_at.py (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline,
+    sample_compute_location), cache.py (cache_read, cache_write), reduction.py (rfactor,
+    decompose_reduction), layout.py (transform_layout), sampling.py (sample_perfect_tile,
+    sample_categorical). Queries (get_block, get_loops, ...) are in base.py."""

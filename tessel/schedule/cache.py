@@ -1,0 +1,6 @@
+"""(being written)"""
+from __future__ import annotations
+
+
+class CachePrimitives:
+    """Mixed into Schedule."""

@@ -8,8 +8,9 @@
 from tessel import ir, ops, te
 from tessel.codegen import CodegenError, CompileError, Module, build, generate_c
 from tessel.ir import PrimFunc
+from tessel.schedule import Schedule, ScheduleError, Trace
 from tessel.target import Target, TargetError
 
 __version__ = "0.1.0"
 __all__ = ["ir", "te", "ops", "build", "Module", "generate_c", "Target", "TargetError",
-           "PrimFunc", "CodegenError", "CompileError"]
+           "PrimFunc", "CodegenError", "CompileError", "Schedule", "ScheduleError", "Trace"]

@@ -16,6 +16,7 @@ import numpy as np
 from tessel.codegen.c import ALLOC_FAILED, generate_c
 from tessel.codegen.compiler import asm_for, compile_shared
 from tessel.ir import Buffer, PrimFunc
+from tessel.passes import compact_buffers
 from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
@@ -138,9 +139,12 @@ class Module:
 
 
 def build(func: PrimFunc, target: Target | None = None, *,
-          cache_dir: str | Path | None = None) -> Module:
-    """Generate C for `func`, compile it for `target` (default: this host) and load it."""
+          cache_dir: str | Path | None = None, compact: bool = True) -> Module:
+    """Generate C for `func`, compile it for `target` (default: this host) and load it.
+
+    With `compact` (the default), intermediate buffers are first allocated where they are
+    used and shrunk to what is used there (tessel.passes.compact_buffers)."""
     target = target if target is not None else Target("host")
-    source = generate_c(func, target)
+    source = generate_c(compact_buffers(func) if compact else func, target)
     lib_path = compile_shared(source, target, cache_dir=cache_dir)
     return Module(func, target, source, lib_path)

@@ -14,3 +14,10 @@ def make_matmul(M=5, N=6, K=7, names=("A", "B", "C", "k")):
 @pytest.fixture
 def matmul_func():
     return make_matmul()
+
+
+# Property tests are deterministic: the same examples on every run and every machine.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("tessel", derandomize=True, deadline=None)
+settings.load_profile("tessel")

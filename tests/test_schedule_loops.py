@@ -126,8 +126,26 @@ def test_errors(action, match):
 def test_nested_parallel_is_rejected():
     f, sch, (i, j, k) = matmul_sch()
     sch.parallel(i)
-    with pytest.raises(ScheduleError, match="nest one parallel loop in another"):
+    with pytest.raises(ScheduleError, match="parallel loop j would be nested in parallel loop i"):
         sch.parallel(j)
+
+
+def test_parallel_inside_vectorized_is_rejected_however_it_arises():
+    f, sch, (i, j, k) = matmul_sch()
+    sch.vectorize(i)
+    with pytest.raises(ScheduleError, match="parallel loop j would be inside vectorized loop i"):
+        sch.parallel(j)
+    f, sch, (i, j, k) = matmul_sch()
+    sch.parallel(j)
+    with pytest.raises(ScheduleError, match="vectorize: parallel loop j would be inside"):
+        sch.vectorize(i)
+    f, sch, (i, j, k) = matmul_sch()
+    sch.parallel(i)
+    sch.vectorize(j)
+    before = sch.func
+    with pytest.raises(ScheduleError, match="reorder: parallel loop i would be inside"):
+        sch.reorder(j, i)
+    assert sch.func is before
 
 
 def test_split_of_a_parallel_loop_is_rejected():

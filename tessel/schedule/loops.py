@@ -35,6 +35,26 @@ def _check_serial(loop: For, primitive: str) -> None:
                                  f"{primitive} works on serial loops only")
 
 
+def _check_kind_nesting(func: Any, primitive: str) -> None:
+    """C/OpenMP limits on loop kinds: one level of parallelism, no parallel loop inside a
+    vectorized one."""
+    def walk(node: Any, parallel: For | None, vector: For | None) -> None:
+        if isinstance(node, For):
+            name = node.loop_var.name
+            if node.kind == "parallel":
+                check(parallel is None, f"{primitive}: parallel loop {name} would be nested in "
+                      f"parallel loop {parallel.loop_var.name if parallel else ''}")
+                check(vector is None, f"{primitive}: parallel loop {name} would be inside "
+                      f"vectorized loop {vector.loop_var.name if vector else ''}")
+                parallel = node
+            elif node.kind == "vectorized":
+                vector = node
+        for child in ir.children(node):
+            if isinstance(child, Stmt):
+                walk(child, parallel, vector)
+    walk(func.body, None, None)
+
+
 def _with_predicate(stmt: Stmt, cond: Expr) -> Stmt:
     """Add `cond` to the predicate of every block realized under stmt (not inside blocks)."""
     def visit(node: Any) -> Any:
@@ -129,7 +149,9 @@ class LoopPrimitives:
         placed = iter(nodes)
         new_chain = [next(placed) if id(c) in ids else c for c in chain]
         body = chain[-1].body
-        self.func = tree.replace(self.func, chain[0], tree.wrap_loops(new_chain, body))
+        new_func = tree.replace(self.func, chain[0], tree.wrap_loops(new_chain, body))
+        _check_kind_nesting(new_func, "reorder")
+        self.func = new_func
 
     @instruction
     def add_unit_loop(self, target: BlockRV | LoopRV) -> LoopRV:
@@ -142,28 +164,26 @@ class LoopPrimitives:
         self.func = tree.replace(self.func, path[-1], For(var, 1, path[-1]))
         return self._new(LoopRV, var)
 
-    def _set_kind(self, loop: LoopRV, kind: str, thread: str | None = None) -> None:
+    def _set_kind(self, loop: LoopRV, kind: str, thread: str | None = None,
+                  check_as: str | None = None) -> None:
         node = self._loop(loop)
         new = For(node.loop_var, node.extent, node.body, kind, thread, node.annotations)
-        self.func = tree.replace(self.func, node, new)
+        new_func = tree.replace(self.func, node, new)
+        if check_as:
+            _check_kind_nesting(new_func, check_as)
+        self.func = new_func
 
     @instruction
     def parallel(self, loop: LoopRV) -> None:
         node = self._loop(loop)
         _spatial_only(node, "parallel")
-        path = tree.loop_path(self.func, node.loop_var)
-        outer = [n for n in path[:-1] if isinstance(n, For) and n.kind == "parallel"]
-        inner = [n for n in ir.collect(node.body, For) if n.kind == "parallel"]
-        check(not outer and not inner,
-              f"parallel: loop {node.loop_var.name} would nest one parallel loop in another "
-              f"({(outer or inner)[0].loop_var.name if outer or inner else ''})")
-        self._set_kind(loop, "parallel")
+        self._set_kind(loop, "parallel", check_as="parallel")
 
     @instruction
     def vectorize(self, loop: LoopRV) -> None:
         node = self._loop(loop)
         _spatial_only(node, "vectorized")
-        self._set_kind(loop, "vectorized")
+        self._set_kind(loop, "vectorized", check_as="vectorize")
 
     @instruction
     def unroll(self, loop: LoopRV) -> None:

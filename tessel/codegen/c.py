@@ -4,292 +4,38 @@
     int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs)
 
 Blocks become C scopes binding their iteration variables; a block's init runs when all its
-reduction variables are 0. Loops map to C by kind: "parallel" to an OpenMP worksharing loop,
-"vectorized" to `omp simd`, "unrolled" to `GCC unroll`. Allocations are stack arrays (small
-"local" buffers) or 64-byte aligned heap blocks; a failed heap allocation makes the kernel
-return ALLOC_FAILED, which tessel_entry passes on.
+reduction variables are 0. Loops map to C by kind: "parallel" to an OpenMP worksharing loop;
+"vectorized" to explicit SIMD code (see simd.py), or `omp simd` when the body has a construct
+with no vector form; "unrolled" loops of small extent are unrolled here, one scope per
+iteration with the loop variable a constant (larger ones get `GCC unroll`, as do serial
+loops under `pragma_auto_unroll_max_step`, unless `pragma_unroll_explicit` asks for unrolling
+here). A "local" buffer whose every access lands on a constant element after that unrolling
+and vectorization is promoted to variables (registers) where it is allocated; one that a
+serial loop reaches only at `loop-invariant base + constant` lives in variables during that
+loop (see simd.Registers). Other allocations are stack arrays (small "local" buffers) or
+64-byte aligned heap blocks. A failed heap allocation makes the kernel return ALLOC_FAILED,
+which tessel_entry passes on.
 """
 from __future__ import annotations
 
-import math
-import re
-
 import numpy as np
 
-from tessel.ir import (REDUCE, BinOp, Block, BlockRealize, Buffer, BufferLoad, BufferStore,
-                       Call, Cast, Expr, FloatImm, For, IfThenElse, IntImm, IterVar, Not,
-                       PrimFunc, Select, SeqStmt, Stmt, Var, is_float, uses_var)
+from tessel.codegen.c_expr import (  # noqa: F401 (CodegenError, float_literal: re-exported)
+    UNARY, CodegenError, ExprPrinter, Lin, Names, c_type, check, comment_text, float_literal,
+    helper_source, linear)
+from tessel.codegen.simd import (NotVectorizable, Slots, VectorLoops, unrolled_stores,
+                                 vector_source)
+from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Expr, For,
+                       IfThenElse, IntImm, IterVar, PrimFunc, SeqStmt, Stmt, Var, substitute,
+                       uses_var)
 from tessel.target import Target
 
 ALLOC_FAILED = 1  # kernel status when a heap allocation fails
 ALIGN_BYTES = 64
 STACK_LIMIT_BYTES = 64 * 1024  # "local" buffers up to this size live on the stack
 MAX_UNROLL = 65534  # the largest factor `#pragma GCC unroll` accepts
-
-C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t",
-           "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-           "bool": "uint8_t"}
-_C_KEYWORDS = """auto break case char const continue default do double else enum extern float
-for goto if inline int long register restrict return short signed sizeof static struct switch
-typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
-_Imaginary _Noreturn _Static_assert _Thread_local _Float16 alignas alignof bool true false"""
-# names the generated file uses or that the headers / gcc define as macros
-_LIBRARY_NAMES = """main args tessel_entry tessel_time TESSEL_ALLOC_FAILED tessel_floordiv_i32
-tessel_floordiv_i64 tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t int32_t
-int64_t size_t NULL INFINITY NAN aligned_alloc free clock_gettime CLOCK_MONOTONIC linux unix i386
-expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil"""
-RESERVED = frozenset((_C_KEYWORDS + " " + _LIBRARY_NAMES).split())
-
-# C precedence levels: higher binds tighter
-PRIMARY, UNARY, MUL, ADD, REL, EQ, AND, OR, TERNARY = 16, 14, 13, 12, 10, 9, 5, 4, 3
-_BINARY = {"+": ("+", ADD), "-": ("-", ADD), "*": ("*", MUL), "/": ("/", MUL),
-           "<": ("<", REL), "<=": ("<=", REL), ">": (">", REL), ">=": (">=", REL),
-           "==": ("==", EQ), "!=": ("!=", EQ), "and": ("&&", AND), "or": ("||", OR)}
-_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
-         "pow": "pow", "abs": "fabs", "floor": "floor", "ceil": "ceil"}
-_NARROW_INTS = ("int8", "uint8", "int16")
-
-
-class CodegenError(ValueError):
-    """The program cannot be rendered to C (unsupported node, illegal nesting, unbound name)."""
-
-
-def check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise CodegenError(msg)
-
-
-def c_type(dtype: str) -> str:
-    check(dtype in C_TYPES, f"dtype {dtype!r} has no C type")
-    return C_TYPES[dtype]
-
-
-class Names:
-    """Unique, valid C identifiers for variables and buffers (keyed by object identity)."""
-
-    def __init__(self) -> None:
-        self.by_id: dict[int, str] = {}
-        self.used: set[str] = set(RESERVED)
-
-    def fresh(self, base: str) -> str:
-        base = re.sub(r"[^0-9A-Za-z_]", "_", base) or "v"
-        if base[0].isdigit() or base[0] == "_":  # _X and __x are reserved in C
-            base = "v" + base
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            name = f"{base}_{k}"
-        self.used.add(name)
-        return name
-
-    def __call__(self, obj: Var | Buffer) -> str:
-        if id(obj) not in self.by_id:
-            self.by_id[id(obj)] = self.fresh(obj.name)
-        return self.by_id[id(obj)]
-
-
-def comment_text(text: str) -> str:
-    """`text` made safe for a // comment (no newlines, no trailing line splice)."""
-    return re.sub(r"[^ -~]", "?", text).rstrip("\\")
-
-
-# ---- expressions ----
-
-def float_literal(value: float, dtype: str) -> str:
-    """The shortest C literal that rounds to the same `dtype` value (float16 via float)."""
-    if math.isnan(value):
-        return "NAN"
-    if math.isinf(value):
-        return "INFINITY" if value > 0 else "-INFINITY"
-    if dtype == "float64":
-        text = repr(float(value))
-    else:
-        np_type = np.float16 if dtype == "float16" else np.float32
-        with np.errstate(over="ignore"):
-            exact = np.float32(np_type(value))
-            if math.isinf(exact):
-                return "INFINITY" if exact > 0 else "-INFINITY"
-            text = next(t for p in range(1, 10)
-                        if np.float32(t := f"{float(exact):.{p}g}") == exact)
-    if not re.search(r"[.e]", text):
-        text += ".0"
-    return text if dtype == "float64" else text + "f"
-
-
-def int_literal(value: int, dtype: str) -> str:
-    bits = 64 if dtype == "int64" else 32
-    if value == -(2 ** (bits - 1)):  # the minimum has no literal of its own type
-        return f"({value + 1} - 1)"
-    return str(value)
-
-
-def _math_fn(name: str, dtype: str) -> str:
-    return _MATH[name] if dtype == "float64" else _MATH[name] + "f"
-
-
-def is_nonnegative(e: Expr) -> bool:
-    """Provably >= 0: loop and iteration variables range over [0, extent)."""
-    if isinstance(e, IntImm):
-        return e.value >= 0
-    if isinstance(e, Var):
-        return True
-    if isinstance(e, BinOp) and e.op in ("+", "*", "min"):
-        return is_nonnegative(e.a) and is_nonnegative(e.b)
-    if isinstance(e, BinOp) and e.op == "max":
-        return is_nonnegative(e.a) or is_nonnegative(e.b)
-    if isinstance(e, BinOp) and e.op in ("//", "%"):
-        return is_nonnegative(e.a) and _positive_const(e.b)
-    return False
-
-
-def _positive_const(e: Expr) -> bool:
-    return isinstance(e, IntImm) and e.value > 0
-
-
-class ExprPrinter:
-    """Renders expressions as C text with minimal, safe parentheses; float16 computes in float."""
-
-    def __init__(self, names: Names, params: tuple[Buffer, ...]) -> None:
-        self.names = names
-        self.bound: set[Var] = set()  # variables declared at the current point
-        self.visible: set[Buffer] = set(params)  # buffers declared at the current point
-        self.helpers: set[str] = set()  # floor division helpers used
-
-    def __call__(self, e: Expr) -> str:
-        return self.render(e)[0]
-
-    def render(self, e: Expr) -> tuple[str, int]:
-        """(C text, its precedence level)."""
-        for cls in type(e).__mro__:
-            method = getattr(self, "_" + cls.__name__.lower(), None)
-            if method is not None:
-                return method(e)
-        raise CodegenError(f"cannot generate C for expression node {type(e).__name__}")
-
-    def operand(self, e: Expr, parent: int, right: bool = False) -> str:
-        text, prec = self.render(e)
-        logic = (AND, OR)
-        needs = (prec < parent or (right and prec == parent)
-                 or (prec in (REL, EQ) and parent in (REL, EQ))
-                 or (prec in logic and parent in logic and prec != parent)
-                 or (text.startswith("-") and (right or parent == UNARY)))
-        return f"({text})" if needs else text
-
-    def _var(self, e: Var) -> tuple[str, int]:
-        check(e in self.bound, f"variable {e.name} is used outside the loop or block that "
-                               "binds it")
-        return self.names(e), PRIMARY
-
-    def _intimm(self, e: IntImm) -> tuple[str, int]:
-        text = int_literal(e.value, e.dtype)
-        return text, UNARY if text.startswith("-") else PRIMARY
-
-    def _floatimm(self, e: FloatImm) -> tuple[str, int]:
-        text = float_literal(e.value, e.dtype)
-        return text, UNARY if text.startswith("-") else PRIMARY
-
-    def _bufferload(self, e: BufferLoad) -> tuple[str, int]:
-        text = self.element(e.buffer, e.indices)
-        return (f"(float){text}", UNARY) if e.dtype == "float16" else (text, PRIMARY)
-
-    def element(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
-        """`name[flat index]`."""
-        check(buf in self.visible, f"buffer {buf.name} is neither a parameter nor allocated by "
-                                   "an enclosing block")
-        return f"{self.names(buf)}[{self.index(buf, indices)}]"
-
-    def index(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
-        """Row-major flat offset; int64 arithmetic for buffers of 2**31 elements or more."""
-        wide = buf.size >= 2 ** 31
-        terms = []
-        for idx, stride in zip(indices, buf.strides):
-            if isinstance(idx, IntImm) and idx.value == 0:
-                continue
-            if stride == 1:
-                terms.append(f"(int64_t){self.operand(idx, UNARY)}" if wide
-                             else self.operand(idx, ADD))
-            elif wide:
-                terms.append(f"(int64_t){self.operand(idx, UNARY)} * {stride}")
-            else:
-                terms.append(f"{self.operand(idx, MUL)} * {stride}")
-        return " + ".join(terms) or "0"
-
-    def _binop(self, e: BinOp) -> tuple[str, int]:
-        if e.op in ("min", "max"):
-            a, b = self.operand(e.a, REL), self.operand(e.b, REL, right=True)
-            return f"({a} {'<' if e.op == 'min' else '>'} {b} ? {a} : {b})", PRIMARY
-        if e.op in ("//", "%"):
-            return self.floor_div(e)
-        if e.op == "-" and not is_float(e.dtype) and isinstance(e.a, IntImm) and e.a.value == 0:
-            return self.narrow(f"-{self.operand(e.b, UNARY)}", UNARY, e.dtype)
-        symbol, prec = _BINARY[e.op]
-        text = f"{self.operand(e.a, prec)} {symbol} {self.operand(e.b, prec, right=True)}"
-        return self.narrow(text, prec, e.dtype)
-
-    def narrow(self, text: str, prec: int, dtype: str) -> tuple[str, int]:
-        """C computes 8- and 16-bit integers in int; wrap back to the IR's dtype."""
-        if dtype in _NARROW_INTS:
-            return f"({C_TYPES[dtype]})({text})", UNARY
-        return text, prec
-
-    def floor_div(self, e: BinOp) -> tuple[str, int]:
-        """`//` and `%` with Python (floor) semantics."""
-        a, b = self.operand(e.a, MUL), self.operand(e.b, MUL, right=True)
-        if is_float(e.dtype):
-            floor = _math_fn("floor", e.dtype)
-            if e.op == "//":
-                return f"{floor}({a} / {b})", PRIMARY
-            return f"{a} - {b} * {floor}({a} / {b})", ADD
-        if e.dtype.startswith("u") or (is_nonnegative(e.a) and _positive_const(e.b)):
-            return self.narrow(f"{a} {'/' if e.op == '//' else '%'} {b}", MUL, e.dtype)
-        bits = "i64" if e.dtype == "int64" else "i32"
-        helper = f"tessel_floor{'div' if e.op == '//' else 'mod'}_{bits}"
-        self.helpers.add(helper)
-        return self.narrow(f"{helper}({self(e.a)}, {self(e.b)})", PRIMARY, e.dtype)
-
-    def _not(self, e: Not) -> tuple[str, int]:
-        return f"!{self.operand(e.a, UNARY)}", UNARY
-
-    def _select(self, e: Select) -> tuple[str, int]:
-        cond = self.operand(e.cond, TERNARY)
-        return f"({cond} ? {self(e.true_value)} : {self(e.false_value)})", PRIMARY
-
-    def _cast(self, e: Cast) -> tuple[str, int]:
-        if e.dtype == "bool":
-            zero = float_literal(0.0, e.value.dtype) if is_float(e.value.dtype) else "0"
-            return f"({self.operand(e.value, EQ)} != {zero})", PRIMARY
-        return f"({c_type(e.dtype)}){self.operand(e.value, UNARY)}", UNARY
-
-    def _call(self, e: Call) -> tuple[str, int]:
-        args = [self(a) for a in e.args]
-        one = float_literal(1.0, e.dtype)
-        if e.name == "rsqrt":
-            return f"{one} / {_math_fn('sqrt', e.dtype)}({args[0]})", MUL
-        if e.name == "sigmoid":
-            neg = f"-{self.operand(e.args[0], UNARY)}"
-            return f"{one} / ({one} + {_math_fn('exp', e.dtype)}({neg}))", MUL
-        check(e.name in _MATH, f"cannot generate C for intrinsic {e.name!r}")
-        return f"{_math_fn(e.name, e.dtype)}({', '.join(args)})", PRIMARY
-
-
-FLOOR_HELPERS = {
-    "tessel_floordiv_{b}": """\
-static inline {t} tessel_floordiv_{b}({t} a, {t} b) {{
-    const {t} q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}}""",
-    "tessel_floormod_{b}": """\
-static inline {t} tessel_floormod_{b}({t} a, {t} b) {{
-    const {t} r = a % b;
-    return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
-}}""",
-}
-
-
-def helper_source(name: str) -> str:
-    bits = name[-3:]
-    template = FLOOR_HELPERS[name[:-3] + "{b}"]
-    return template.format(b=bits, t="int64_t" if bits == "i64" else "int32_t")
+MAX_UNROLL_EXTENT = 32  # "unrolled" loops up to this extent are unrolled by the generator...
+UNROLL_BUDGET = 512  # ...when the unrolled nest has at most this many stores
 
 
 # ---- statements ----
@@ -297,25 +43,38 @@ def helper_source(name: str) -> str:
 _LOOP_MARK = object()  # in KernelWriter.frames: the start of a loop body
 
 
-def trip_count(s: Stmt | None) -> int:
-    """Iterations of the deepest loop nest in `s` (for auto-unroll decisions)."""
+def trip_count(s: Stmt | None, vectors: bool = False) -> int:
+    """Iterations of the deepest loop nest in `s` (for auto-unroll decisions); with `vectors`,
+    a vectorized loop counts once."""
     if isinstance(s, For):
-        return s.extent * trip_count(s.body)
+        inner = trip_count(s.body, vectors)
+        return inner if vectors and s.kind == "vectorized" else s.extent * inner
     if isinstance(s, SeqStmt):
-        return max(trip_count(x) for x in s.seq)
+        return max(trip_count(x, vectors) for x in s.seq)
     if isinstance(s, IfThenElse):
-        return max(trip_count(s.then_case), trip_count(s.else_case))
+        return max(trip_count(s.then_case, vectors), trip_count(s.else_case, vectors))
     if isinstance(s, BlockRealize):
-        return max(trip_count(s.block.body), trip_count(s.block.init))
+        return max(trip_count(s.block.body, vectors), trip_count(s.block.init, vectors))
     return 1
 
 
-class KernelWriter:
-    """Renders a PrimFunc's body as the statements of one static C function."""
+def explicit_unroll(s: For) -> bool:
+    """Whether the generator itself unrolls loop `s` (else `#pragma GCC unroll`)."""
+    return (s.kind == "unrolled" and s.extent <= MAX_UNROLL_EXTENT
+            and unrolled_stores(s, MAX_UNROLL_EXTENT) <= UNROLL_BUDGET)
+
+
+class KernelWriter(VectorLoops):
+    """Renders a PrimFunc's body as the statements of one static C function.
+
+    `env` maps variables to affine forms (unrolled loop variables to constants, iteration
+    variables to their bindings; see c_expr.linear), `ranges` gives loop variables their
+    bounds; both decide vector accesses and register promotion.
+    """
 
     def __init__(self, func: PrimFunc, target: Target, names: Names) -> None:
         self.func, self.target, self.names = func, target, names
-        self.expr = ExprPrinter(names, func.params)
+        self.expr = ExprPrinter(names, func.params, resolve=self.resolve)
         self.lines: list[str] = []
         self.depth = 1
         self.frames: list[object] = []  # live heap buffers and loop marks, outermost first
@@ -323,8 +82,14 @@ class KernelWriter:
         self.no_return: For | None = None  # outermost enclosing parallel or simd loop
         self.simd_vars: list[Var] = []  # variables of the enclosing vectorized loops
         self.unroll_max_step = 0  # from a pragma_auto_unroll_max_step annotation
+        self.unroll_explicit = False  # ...with pragma_unroll_explicit: unrolled here
         self.fail_flag: str | None = None  # set by failed allocations inside a parallel loop
         self.fail_pending = False  # a flag raised in the current OpenMP loop is to be checked
+        self.env: dict[Var, Lin | None] = {}
+        self.ranges: dict[object, tuple[int, int]] = {}
+        self.promoted: dict[Buffer, Slots] = {}  # local buffers living in variables
+        self.recording: dict[Buffer, list[tuple[int | None, int]]] = {}  # probed accesses
+        self.init_vectors()
 
     def emit(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -344,10 +109,41 @@ class KernelWriter:
             self.lines.insert(0, f"    int32_t {self.fail_flag} = 0;")
         return self.lines
 
+    # -- trying: all mutable state, to roll back a probe or a failed vectorization --
+
+    _PLAIN_STATE = ("depth", "parallel", "no_return", "unroll_max_step", "unroll_explicit",
+                    "fail_flag", "fail_pending")
+
+    def snapshot(self) -> dict:
+        state = {key: getattr(self, key) for key in self._PLAIN_STATE}
+        state.update(
+            lines=len(self.lines), frames=list(self.frames), simd_vars=list(self.simd_vars),
+            env=dict(self.env), ranges=dict(self.ranges), promoted=dict(self.promoted),
+            recording={b: len(xs) for b, xs in self.recording.items()},
+            names=(dict(self.names.by_id), set(self.names.used)),
+            expr=(set(self.expr.bound), set(self.expr.visible), set(self.expr.helpers)),
+            vector=self.vector_state())
+        return state
+
+    def restore(self, state: dict) -> None:
+        for key in self._PLAIN_STATE:
+            setattr(self, key, state[key])
+        del self.lines[state["lines"]:]
+        self.frames, self.simd_vars = state["frames"], state["simd_vars"]
+        self.env, self.ranges, self.promoted = state["env"], state["ranges"], state["promoted"]
+        self.recording = {b: self.recording[b][:n] for b, n in state["recording"].items()}
+        self.names.by_id, self.names.used = state["names"]
+        self.expr.bound, self.expr.visible, self.expr.helpers = state["expr"]
+        self.restore_vectors(state["vector"])
+
+    # -- statements --
+
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, SeqStmt):
             for x in s.seq:
                 self.stmt(x)
+        elif isinstance(s, BufferStore) and self.chunk is not None:
+            self.vector_store(s)
         elif isinstance(s, BufferStore):
             self.store(s)
         elif isinstance(s, IfThenElse):
@@ -379,6 +175,16 @@ class KernelWriter:
         self.emit(f"{target} = {value};")
 
     def if_then_else(self, s: IfThenElse) -> None:
+        if self.lane_varying(s.condition):
+            self.guarded(s.condition, lambda: self.branches(s, vector=True), s)
+            return
+        self.branches(s)
+
+    def branches(self, s: IfThenElse, vector: bool = False) -> None:
+        """`if (c) ... else ...`; with vector=True only the then-branch (all lanes took it)."""
+        if vector:
+            self.scope_body(s.then_case)
+            return
         self.emit(f"if ({self.expr(s.condition)}) {{")
         self.depth += 1
         self.scope_body(s.then_case)
@@ -391,28 +197,89 @@ class KernelWriter:
     # -- loops --
 
     def loop(self, s: For) -> None:
-        saved = (self.parallel, list(self.simd_vars), self.unroll_max_step, self.no_return)
+        if s.kind == "vectorized" and self.chunk is not None:
+            raise NotVectorizable(f"loop {s.loop_var.name} is a vectorized loop nested in one")
+        saved = (self.parallel, list(self.simd_vars), self.unroll_max_step, self.unroll_explicit,
+                 self.no_return)
+        self.note_auto_unroll(s)
+        if s.kind == "vectorized" and not self.simd_vars:
+            self.vector_loop(s)
+        elif explicit_unroll(s) or self.auto_unroll_here(s):
+            self.unrolled_loop(s)
+        else:
+            self.c_loop(s)
+        (self.parallel, self.simd_vars, self.unroll_max_step, self.unroll_explicit,
+         self.no_return) = saved
+        if self.no_return is None and self.fail_pending:
+            self.fail_pending = False
+            self.emit_block(f"if ({self.fail_flag})", self.fail)
+
+    def c_loop(self, s: For) -> None:
+        """A C `for` loop, with local buffers promoted around it where they can be."""
+        slots = self.loop_slots(s, lambda: self.plain_loop(s))
+        for x in slots:
+            for line in x.declarations(self, load=True):
+                self.emit(line)
+            self.promoted[x.buffer] = x
+        self.plain_loop(s)
+        for x in slots:
+            del self.promoted[x.buffer]
+            for line in x.write_back(self):
+                self.emit(line)
+
+    def plain_loop(self, s: For) -> None:
+        """A C `for` loop, with the pragmas of its kind."""
         for pragma in self.loop_pragmas(s):
             self.emit(pragma)
         if s.kind in ("parallel", "vectorized") and self.no_return is None:
             self.no_return = s  # OpenMP forbids `return` inside its loops
         var, ctype = self.names(s.loop_var), c_type(s.loop_var.dtype)
-        self.expr.bound.add(s.loop_var)
+        self.bind_loop_var(s.loop_var, Lin(None, 0) if s.extent == 1 else None,
+                           (0, s.extent - 1))
         self.frames.append(_LOOP_MARK)
         self.emit_block(f"for ({ctype} {var} = 0; {var} < {s.extent}; ++{var})",
                         lambda: self.scope_body(s.body))
         self.frames.pop()
-        self.expr.bound.discard(s.loop_var)
-        self.parallel, self.simd_vars, self.unroll_max_step, self.no_return = saved
-        if self.no_return is None and self.fail_pending:
-            self.fail_pending = False
-            self.emit_block(f"if ({self.fail_flag})", self.fail)
+        self.unbind_loop_var(s.loop_var)
 
-    def loop_pragmas(self, s: For) -> list[str]:
-        name = s.loop_var.name
+    def unrolled_loop(self, s: For) -> None:
+        """One C scope per iteration, the loop variable a constant in each."""
+        var, ctype = self.names(s.loop_var), c_type(s.loop_var.dtype)
+        for value in range(s.extent):
+            self.bind_loop_var(s.loop_var, Lin(None, value), None)
+            self.emit_block("", lambda: (self.emit(f"const {ctype} {var} = {value};"),
+                                         self.scope_body(s.body)))
+            self.unbind_loop_var(s.loop_var)
+
+    def bind_loop_var(self, var: Var, form: Lin | None, bounds: tuple[int, int] | None) -> None:
+        """Declare `var` to expressions: a form (None: an atom of its own) and its bounds."""
+        self.expr.bound.add(var)
+        if form is not None:
+            self.env[var] = form
+        if bounds is not None:
+            self.ranges[var] = bounds
+
+    def unbind_loop_var(self, var: Var) -> None:
+        self.expr.bound.discard(var)
+        self.env.pop(var, None)
+        self.ranges.pop(var, None)
+
+    def note_auto_unroll(self, s: For) -> None:
         step = s.annotations.get("pragma_auto_unroll_max_step", 0)
         if isinstance(step, int) and step > 0:
             self.unroll_max_step = max(self.unroll_max_step, step)
+            self.unroll_explicit = bool(s.annotations.get("pragma_unroll_explicit", False))
+
+    def auto_unroll_here(self, s: For) -> bool:
+        """Under pragma_auto_unroll_max_step with pragma_unroll_explicit (TVM's UnrollLoop), a
+        serial loop is unrolled here when its nest, counting a vectorized loop as one vector
+        instance, runs at most max_step times."""
+        return (self.unroll_explicit and s.kind == "serial" and s.extent <= MAX_UNROLL_EXTENT
+                and 1 < trip_count(s, vectors=True) <= self.unroll_max_step
+                and unrolled_stores(s, MAX_UNROLL_EXTENT) * s.extent <= UNROLL_BUDGET)
+
+    def loop_pragmas(self, s: For) -> list[str]:
+        name = s.loop_var.name
         if s.kind == "thread_binding":
             raise CodegenError(f"loop {name} is bound to {s.thread}; thread_binding needs the "
                                "CUDA backend")
@@ -444,16 +311,33 @@ class KernelWriter:
         block = r.block
         if block.iter_vars or block.name != "root":
             self.emit(f"// block {comment_text(block.name)}")
+        bindings = {iv.var: v for iv, v in zip(block.iter_vars, r.iter_values)}
+        predicate = r.predicate if not bindings else substitute(r.predicate, bindings)
+        if self.lane_varying(predicate):
+            self.guarded(predicate, lambda: self.instance(r, check_predicate=False), r)
+        else:
+            self.instance(r)
+
+    def instance(self, r: BlockRealize, check_predicate: bool = True) -> None:
+        """Bind the block's iteration variables, then run its body (under its predicate)."""
+        block = r.block
+        saved_env, chunk = dict(self.env), self.chunk
+        saved_bindings = dict(chunk.bindings) if chunk is not None else {}
         for iv, value in zip(block.iter_vars, r.iter_values):
             self.check_vectorizable(block.name, iv, value)
             self.emit(f"const {c_type(iv.var.dtype)} {self.names(iv.var)} = {self.expr(value)};")
+            self.env[iv.var] = linear(value, self.env, self.ranges)
+            self.note_varying_binding(iv.var, value)
             self.expr.bound.add(iv.var)
-        if isinstance(r.predicate, IntImm) and r.predicate.value:
+        if not check_predicate or (isinstance(r.predicate, IntImm) and r.predicate.value):
             self.block_body(block)
         else:
             self.emit_block(f"if ({self.expr(r.predicate)})", lambda: self.block_body(block))
         for iv in block.iter_vars:
             self.expr.bound.discard(iv.var)
+        self.env = saved_env
+        if chunk is not None:
+            chunk.bindings = saved_bindings
 
     def check_vectorizable(self, block: str, iv: IterVar, value: Expr) -> None:
         for var in self.simd_vars:
@@ -462,6 +346,17 @@ class KernelWriter:
                   f"block {block}; a reduction cannot be vectorized this way")
 
     def block_body(self, block: Block) -> None:
+        """The block's allocations (local buffers promoted to variables where they can be),
+        init and body."""
+        slots = self.block_slots(block, lambda: self.block_contents(block))
+        self.promoted.update({x.buffer: x for x in slots})
+        self.block_contents(block)
+        for x in slots:
+            del self.promoted[x.buffer]
+
+    def block_contents(self, block: Block) -> None:
+        if block.alloc_buffers and self.chunk is not None:
+            raise NotVectorizable(f"block {block.name} allocates buffers in every lane")
         heap = [buf for buf in block.alloc_buffers if self.allocate(buf)]
         if block.init is not None:
             self.init(block)
@@ -479,6 +374,18 @@ class KernelWriter:
         else:
             self.stmt(block.init)
 
+    # -- register promotion (the rest is in simd.Registers) --
+
+    def resolve(self, buf: Buffer, indices: tuple[Expr, ...]) -> str | None:
+        """ExprPrinter hook: a scalar access of a promoted (or probed) buffer."""
+        return self.local_access(buf, indices, 1)
+
+    def array_element(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
+        """`name[index]` of an array buffer (never a promoted variable)."""
+        check(buf in self.expr.visible, f"buffer {buf.name} is neither a parameter nor "
+                                        "allocated by an enclosing block")
+        return f"{self.names(buf)}[{self.expr.index(buf, indices)}]"
+
     # -- allocations --
 
     def allocate(self, buf: Buffer) -> bool:
@@ -488,6 +395,10 @@ class KernelWriter:
         name, ctype = self.names(buf), c_type(buf.dtype)
         nbytes = buf.size * np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
         self.expr.visible.add(buf)
+        if buf in self.promoted:
+            for line in self.promoted[buf].declarations(self, load=False):
+                self.emit(line)
+            return False
         if buf.scope == "local" and nbytes <= STACK_LIMIT_BYTES:
             self.emit(f"{ctype} {name}[{buf.size}] __attribute__((aligned({ALIGN_BYTES})));")
             return False
@@ -582,6 +493,7 @@ def generate_c(func: PrimFunc, target: Target) -> str:
         f"// tessel kernel {comment_text(func.name)}\n// inputs: {inputs}\n// outputs: {outs}",
         _PREAMBLE,
         *(helper_source(h) for h in sorted(writer.expr.helpers)),
+        *([vector_source(writer.vtypes)] if writer.vtypes else []),
         "\n".join([wrap_call(f"static int32_t {kernel}", params, " {"), *body, "}"]),
         "\n".join(["int32_t tessel_entry(void** args) {",
                    wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),

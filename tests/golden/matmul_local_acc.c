@@ -10,6 +10,12 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+typedef float tessel_f32x8 __attribute__((vector_size(32)));
+typedef float tessel_f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
+static inline tessel_f32x8 tessel_f32x8_load(const float* p) { return *(const tessel_f32x8_u*)p; }
+static inline void tessel_f32x8_store(float* p, tessel_f32x8 v) { *(tessel_f32x8_u*)p = v; }
+static inline tessel_f32x8 tessel_f32x8_splat(float x) { return (tessel_f32x8){x, x, x, x, x, x, x, x}; }
+
 static int32_t matmul_local_acc(
         const float* restrict A,
         const float* restrict B,
@@ -22,24 +28,24 @@ static int32_t matmul_local_acc(
                 const int32_t vi = i_0 * 8 + i_1;
                 const int32_t vjo = j_0;
                 if (i_0 * 8 + i_1 < 5) {
-                    float C_local[8] __attribute__((aligned(64)));
+                    tessel_f32x8 C_local_0 = {0};
                     for (int32_t k = 0; k < 3; ++k) {
-                        #pragma omp simd
-                        for (int32_t j_1 = 0; j_1 < 8; ++j_1) {
+                        {
+                            const int32_t j_1 = 0;
                             // block C_local
                             const int32_t vji = j_1;
                             const int32_t vk = k;
                             if (vk == 0) {
-                                C_local[vji] = 0.0f;
+                                C_local_0 = tessel_f32x8_splat(0.0f);
                             }
-                            C_local[vji] = C_local[vji] + A[vi * 3 + vk] * B[vk * 8 + vjo * 8 + vji];
+                            C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[vi * 3 + vk]) * tessel_f32x8_load(&B[vk * 8 + vjo * 8 + vji])));
                         }
                     }
-                    #pragma omp simd
-                    for (int32_t j_1_1 = 0; j_1_1 < 8; ++j_1_1) {
+                    {
+                        const int32_t j_1_1 = 0;
                         // block C_write
                         const int32_t vj = j_1_1;
-                        C[vi * 8 + vjo * 8 + vj] = C_local[vj];
+                        tessel_f32x8_store(&C[vi * 8 + vjo * 8 + vj], C_local_0);
                     }
                 }
             }

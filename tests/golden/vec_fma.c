@@ -10,13 +10,18 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+typedef float tessel_f32x8 __attribute__((vector_size(32)));
+typedef float tessel_f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
+static inline tessel_f32x8 tessel_f32x8_load(const float* p) { return *(const tessel_f32x8_u*)p; }
+static inline void tessel_f32x8_store(float* p, tessel_f32x8 v) { *(tessel_f32x8_u*)p = v; }
+
 static int32_t vec_fma(const float* restrict A, const float* restrict B, float* restrict C) {
     for (int32_t i_0 = 0; i_0 < 2; ++i_0) {
-        #pragma omp simd
-        for (int32_t i_1 = 0; i_1 < 8; ++i_1) {
+        {
+            const int32_t i_1 = 0;
             // block C
             const int32_t vi = i_0 * 8 + i_1;
-            C[vi] = C[vi] + A[vi] * B[vi];
+            tessel_f32x8_store(&C[vi], (tessel_f32x8_load(&C[vi]) + (tessel_f32x8_load(&A[vi]) * tessel_f32x8_load(&B[vi]))));
         }
     }
     return 0;

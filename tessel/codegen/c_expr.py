@@ -1,0 +1,430 @@
+"""C text for scalar expressions, plus the affine index analysis the C renderer uses.
+
+`ExprPrinter` renders one IR expression as C with minimal parentheses; a `resolve` hook lets the
+kernel writer redirect accesses of register-promoted buffers to variables. `Lin` and `linear`
+read an index expression as an affine form over loop variables, constants and the lane of a
+vector chunk, which decides contiguous vector accesses, register promotion and bounds proofs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Callable, Mapping
+
+import numpy as np
+
+from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
+                       Select, Var, collect, is_float)
+
+C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t",
+           "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+           "bool": "uint8_t"}
+_C_KEYWORDS = """auto break case char const continue default do double else enum extern float
+for goto if inline int long register restrict return short signed sizeof static struct switch
+typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
+_Imaginary _Noreturn _Static_assert _Thread_local _Float16 alignas alignof bool true false"""
+# names the generated file uses or that the headers / gcc define as macros
+_LIBRARY_NAMES = """main args tessel_entry tessel_time TESSEL_ALLOC_FAILED tessel_floordiv_i32
+tessel_floordiv_i64 tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t int32_t
+int64_t size_t NULL INFINITY NAN aligned_alloc free clock_gettime CLOCK_MONOTONIC linux unix i386
+expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil"""
+RESERVED = frozenset((_C_KEYWORDS + " " + _LIBRARY_NAMES).split())
+
+# C precedence levels: higher binds tighter
+PRIMARY, UNARY, MUL, ADD, REL, EQ, AND, OR, TERNARY = 16, 14, 13, 12, 10, 9, 5, 4, 3
+_BINARY = {"+": ("+", ADD), "-": ("-", ADD), "*": ("*", MUL), "/": ("/", MUL),
+           "<": ("<", REL), "<=": ("<=", REL), ">": (">", REL), ">=": (">=", REL),
+           "==": ("==", EQ), "!=": ("!=", EQ), "and": ("&&", AND), "or": ("||", OR)}
+_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
+         "pow": "pow", "abs": "fabs", "floor": "floor", "ceil": "ceil"}
+_NARROW_INTS = ("int8", "uint8", "int16")
+
+
+class CodegenError(ValueError):
+    """The program cannot be rendered to C (unsupported node, illegal nesting, unbound name)."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise CodegenError(msg)
+
+
+def c_type(dtype: str) -> str:
+    check(dtype in C_TYPES, f"dtype {dtype!r} has no C type")
+    return C_TYPES[dtype]
+
+
+class Names:
+    """Unique, valid C identifiers for variables and buffers (keyed by object identity)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, str] = {}
+        self.used: set[str] = set(RESERVED)
+
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"[^0-9A-Za-z_]", "_", base) or "v"
+        if base[0].isdigit() or base[0] == "_" or base.startswith("tessel_"):
+            base = "v" + base  # _X and __x are reserved in C; tessel_* are our helpers
+        name, k = base, 0
+        while name in self.used:
+            k += 1
+            name = f"{base}_{k}"
+        self.used.add(name)
+        return name
+
+    def __call__(self, obj: Var | Buffer) -> str:
+        if id(obj) not in self.by_id:
+            self.by_id[id(obj)] = self.fresh(obj.name)
+        return self.by_id[id(obj)]
+
+
+def comment_text(text: str) -> str:
+    """`text` made safe for a // comment (no newlines, no trailing line splice)."""
+    return re.sub(r"[^ -~]", "?", text).rstrip("\\")
+
+
+# ---- expressions ----
+
+def float_literal(value: float, dtype: str) -> str:
+    """The shortest C literal that rounds to the same `dtype` value (float16 via float)."""
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "-INFINITY"
+    if dtype == "float64":
+        text = repr(float(value))
+    else:
+        np_type = np.float16 if dtype == "float16" else np.float32
+        with np.errstate(over="ignore"):
+            exact = np.float32(np_type(value))
+            if math.isinf(exact):
+                return "INFINITY" if exact > 0 else "-INFINITY"
+            text = next(t for p in range(1, 10)
+                        if np.float32(t := f"{float(exact):.{p}g}") == exact)
+    if not re.search(r"[.e]", text):
+        text += ".0"
+    return text if dtype == "float64" else text + "f"
+
+
+def int_literal(value: int, dtype: str) -> str:
+    bits = 64 if dtype == "int64" else 32
+    if value == -(2 ** (bits - 1)):  # the minimum has no literal of its own type
+        return f"({value + 1} - 1)"
+    return str(value)
+
+
+def _math_fn(name: str, dtype: str) -> str:
+    return _MATH[name] if dtype == "float64" else _MATH[name] + "f"
+
+
+def is_nonnegative(e: Expr) -> bool:
+    """Provably >= 0: loop and iteration variables range over [0, extent)."""
+    if isinstance(e, IntImm):
+        return e.value >= 0
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, BinOp) and e.op in ("+", "*", "min"):
+        return is_nonnegative(e.a) and is_nonnegative(e.b)
+    if isinstance(e, BinOp) and e.op == "max":
+        return is_nonnegative(e.a) or is_nonnegative(e.b)
+    if isinstance(e, BinOp) and e.op in ("//", "%"):
+        return is_nonnegative(e.a) and _positive_const(e.b)
+    return False
+
+
+def _positive_const(e: Expr) -> bool:
+    return isinstance(e, IntImm) and e.value > 0
+
+
+Resolver = Callable[[Buffer, tuple[Expr, ...]], "str | None"]
+
+
+class ExprPrinter:
+    """Renders expressions as C text with minimal, safe parentheses; float16 computes in float.
+
+    `resolve(buffer, indices)` may return the C text of an element (a promoted register)
+    instead of `name[index]`.
+    """
+
+    def __init__(self, names: Names, params: tuple[Buffer, ...],
+                 resolve: Resolver | None = None) -> None:
+        self.names = names
+        self.bound: set[Var] = set()  # variables declared at the current point
+        self.visible: set[Buffer] = set(params)  # buffers declared at the current point
+        self.helpers: set[str] = set()  # floor division helpers used
+        self.resolve = resolve
+
+    def __call__(self, e: Expr) -> str:
+        return self.render(e)[0]
+
+    def render(self, e: Expr) -> tuple[str, int]:
+        """(C text, its precedence level)."""
+        for cls in type(e).__mro__:
+            method = getattr(self, "_" + cls.__name__.lower(), None)
+            if method is not None:
+                return method(e)
+        raise CodegenError(f"cannot generate C for expression node {type(e).__name__}")
+
+    def operand(self, e: Expr, parent: int, right: bool = False) -> str:
+        text, prec = self.render(e)
+        logic = (AND, OR)
+        needs = (prec < parent or (right and prec == parent)
+                 or (prec in (REL, EQ) and parent in (REL, EQ))
+                 or (prec in logic and parent in logic and prec != parent)
+                 or (text.startswith("-") and (right or parent == UNARY)))
+        return f"({text})" if needs else text
+
+    def _var(self, e: Var) -> tuple[str, int]:
+        check(e in self.bound, f"variable {e.name} is used outside the loop or block that "
+                               "binds it")
+        return self.names(e), PRIMARY
+
+    def _intimm(self, e: IntImm) -> tuple[str, int]:
+        text = int_literal(e.value, e.dtype)
+        return text, UNARY if text.startswith("-") else PRIMARY
+
+    def _floatimm(self, e: FloatImm) -> tuple[str, int]:
+        text = float_literal(e.value, e.dtype)
+        return text, UNARY if text.startswith("-") else PRIMARY
+
+    def _bufferload(self, e: BufferLoad) -> tuple[str, int]:
+        text = self.element(e.buffer, e.indices)
+        return (f"(float){text}", UNARY) if e.dtype == "float16" else (text, PRIMARY)
+
+    def element(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
+        """`name[flat index]`."""
+        check(buf in self.visible, f"buffer {buf.name} is neither a parameter nor allocated by "
+                                   "an enclosing block")
+        text = self.resolve(buf, indices) if self.resolve is not None else None
+        return text if text is not None else f"{self.names(buf)}[{self.index(buf, indices)}]"
+
+    def index(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
+        """Row-major flat offset; int64 arithmetic for buffers of 2**31 elements or more."""
+        wide = buf.size >= 2 ** 31
+        terms = []
+        for idx, stride in zip(indices, buf.strides):
+            if isinstance(idx, IntImm) and idx.value == 0:
+                continue
+            if stride == 1:
+                terms.append(f"(int64_t){self.operand(idx, UNARY)}" if wide
+                             else self.operand(idx, ADD))
+            elif wide:
+                terms.append(f"(int64_t){self.operand(idx, UNARY)} * {stride}")
+            else:
+                terms.append(f"{self.operand(idx, MUL)} * {stride}")
+        return " + ".join(terms) or "0"
+
+    def _binop(self, e: BinOp) -> tuple[str, int]:
+        if e.op in ("min", "max"):
+            a, b = self.operand(e.a, REL), self.operand(e.b, REL, right=True)
+            return f"({a} {'<' if e.op == 'min' else '>'} {b} ? {a} : {b})", PRIMARY
+        if e.op in ("//", "%"):
+            return self.floor_div(e)
+        if e.op == "-" and not is_float(e.dtype) and isinstance(e.a, IntImm) and e.a.value == 0:
+            return self.narrow(f"-{self.operand(e.b, UNARY)}", UNARY, e.dtype)
+        symbol, prec = _BINARY[e.op]
+        text = f"{self.operand(e.a, prec)} {symbol} {self.operand(e.b, prec, right=True)}"
+        return self.narrow(text, prec, e.dtype)
+
+    def narrow(self, text: str, prec: int, dtype: str) -> tuple[str, int]:
+        """C computes 8- and 16-bit integers in int; wrap back to the IR's dtype."""
+        if dtype in _NARROW_INTS:
+            return f"({C_TYPES[dtype]})({text})", UNARY
+        return text, prec
+
+    def floor_div(self, e: BinOp) -> tuple[str, int]:
+        """`//` and `%` with Python (floor) semantics."""
+        a, b = self.operand(e.a, MUL), self.operand(e.b, MUL, right=True)
+        if is_float(e.dtype):
+            floor = _math_fn("floor", e.dtype)
+            if e.op == "//":
+                return f"{floor}({a} / {b})", PRIMARY
+            return f"{a} - {b} * {floor}({a} / {b})", ADD
+        if e.dtype.startswith("u") or (is_nonnegative(e.a) and _positive_const(e.b)):
+            return self.narrow(f"{a} {'/' if e.op == '//' else '%'} {b}", MUL, e.dtype)
+        bits = "i64" if e.dtype == "int64" else "i32"
+        helper = f"tessel_floor{'div' if e.op == '//' else 'mod'}_{bits}"
+        self.helpers.add(helper)
+        return self.narrow(f"{helper}({self(e.a)}, {self(e.b)})", PRIMARY, e.dtype)
+
+    def _not(self, e: Not) -> tuple[str, int]:
+        return f"!{self.operand(e.a, UNARY)}", UNARY
+
+    def _select(self, e: Select) -> tuple[str, int]:
+        cond = self.operand(e.cond, TERNARY)
+        return f"({cond} ? {self(e.true_value)} : {self(e.false_value)})", PRIMARY
+
+    def _cast(self, e: Cast) -> tuple[str, int]:
+        if e.dtype == "bool":
+            zero = float_literal(0.0, e.value.dtype) if is_float(e.value.dtype) else "0"
+            return f"({self.operand(e.value, EQ)} != {zero})", PRIMARY
+        return f"({c_type(e.dtype)}){self.operand(e.value, UNARY)}", UNARY
+
+    def _call(self, e: Call) -> tuple[str, int]:
+        args = [self(a) for a in e.args]
+        one = float_literal(1.0, e.dtype)
+        if e.name == "rsqrt":
+            return f"{one} / {_math_fn('sqrt', e.dtype)}({args[0]})", MUL
+        if e.name == "sigmoid":
+            neg = f"-{self.operand(e.args[0], UNARY)}"
+            return f"{one} / ({one} + {_math_fn('exp', e.dtype)}({neg}))", MUL
+        check(e.name in _MATH, f"cannot generate C for intrinsic {e.name!r}")
+        return f"{_math_fn(e.name, e.dtype)}({', '.join(args)})", PRIMARY
+
+
+FLOOR_HELPERS = {
+    "tessel_floordiv_{b}": """\
+static inline {t} tessel_floordiv_{b}({t} a, {t} b) {{
+    const {t} q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}}""",
+    "tessel_floormod_{b}": """\
+static inline {t} tessel_floormod_{b}({t} a, {t} b) {{
+    const {t} r = a % b;
+    return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}}""",
+}
+
+
+def helper_source(name: str) -> str:
+    bits = name[-3:]
+    template = FLOOR_HELPERS[name[:-3] + "{b}"]
+    return template.format(b=bits, t="int64_t" if bits == "i64" else "int32_t")
+
+
+# ---- affine index analysis ----
+
+LANE = "<lane>"  # the atom standing for the lane number inside a vector chunk
+Atom = object  # a Var, LANE, or the atom_key of an opaque uniform expression
+
+
+class Lin:
+    """An affine form `const + sum(coeff * atom)` with integer coefficients (immutable)."""
+
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms: Mapping[Atom, int] | None = None, const: int = 0) -> None:
+        self.terms = {a: c for a, c in (terms or {}).items() if c != 0}
+        self.const = const
+
+    @staticmethod
+    def atom(a: Atom) -> "Lin":
+        return Lin({a: 1})
+
+    def __add__(self, o: "Lin") -> "Lin":
+        terms = dict(self.terms)
+        for a, c in o.terms.items():
+            terms[a] = terms.get(a, 0) + c
+        return Lin(terms, self.const + o.const)
+
+    def scale(self, k: int) -> "Lin":
+        return Lin({a: c * k for a, c in self.terms.items()}, self.const * k)
+
+    @property
+    def lane(self) -> int:
+        """The coefficient of the lane: the access stride across a vector chunk."""
+        return self.terms.get(LANE, 0)
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def without_lane(self) -> "Lin":
+        return Lin({a: c for a, c in self.terms.items() if a is not LANE}, self.const)
+
+    def __repr__(self) -> str:
+        def label(atom: Atom) -> str:
+            return "lane" if atom is LANE else getattr(atom, "name", "expr")
+        parts = [f"{c}*{label(a)}" for a, c in self.terms.items()]
+        return " + ".join(parts + [str(self.const)])
+
+
+Env = Mapping[Var, "Lin | None"]  # None: varies across lanes in no affine way
+
+
+def varies(e: Expr, env: Env) -> bool:
+    """Whether `e` may differ between the lanes of a vector chunk."""
+    for v in collect(e, Var):
+        if v in env and (env[v] is None or env[v].lane != 0):
+            return True
+    return False
+
+
+def atom_key(e: Expr) -> object:
+    """A hashable key equal for equal expressions (variables and buffers by identity)."""
+    if isinstance(e, Var):
+        return e
+    parts: list[object] = [type(e).__name__]
+    for f in dataclasses.fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, Expr):
+            value = atom_key(value)
+        elif isinstance(value, tuple):
+            value = tuple(atom_key(v) if isinstance(v, Expr) else v for v in value)
+        parts.append(value)
+    return tuple(parts)
+
+
+Ranges = Mapping[Atom, tuple[int, int]]  # [lo, hi] of atoms (loop variables, the lane)
+
+
+def linear(e: Expr, env: Env, ranges: Ranges | None = None) -> Lin | None:
+    """`e` as an affine form; None when it varies across lanes in no affine way. Variables
+    missing from `env` and non-affine uniform subexpressions (keyed by `atom_key`) become
+    atoms of their own; `ranges` lets floor division and modulo by constants simplify."""
+    if isinstance(e, IntImm) and e.dtype != "bool":
+        return Lin(None, e.value)
+    if isinstance(e, Var):
+        return env[e] if e in env else Lin.atom(e)
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%") and not is_float(e.dtype):
+        out = _linear_binop(e, env, ranges or {})
+        if out is not None:
+            return out
+    return None if varies(e, env) else Lin.atom(atom_key(e))
+
+
+def _linear_binop(e: BinOp, env: Env, ranges: Ranges) -> Lin | None:
+    a, b = linear(e.a, env, ranges), linear(e.b, env, ranges)
+    if a is None or b is None:
+        return None
+    if e.op == "+":
+        return a + b
+    if e.op == "-":
+        return a + b.scale(-1)
+    if e.op == "*":
+        return a.scale(b.const) if b.is_const else b.scale(a.const) if a.is_const else None
+    d = b.const
+    if not b.is_const or d <= 0:
+        return None
+    # a = d*q + r with q integral; when 0 <= r < d, a // d = q and a % d = r
+    q = Lin({t: c // d for t, c in a.terms.items() if c % d == 0}, a.const // d)
+    r = Lin({t: c for t, c in a.terms.items() if c % d}, a.const % d)
+    if not r.is_const:
+        span = interval(r, ranges)
+        if span is None or span[0] < 0 or span[1] >= d:
+            return None
+    return q if e.op == "//" else r
+
+
+def interval(form: Lin, ranges: Ranges) -> tuple[int, int] | None:
+    """[lo, hi] of an affine form over atoms with known ranges; None if an atom has none."""
+    lo = hi = form.const
+    for a, c in form.terms.items():
+        if a not in ranges:
+            return None
+        r0, r1 = ranges[a]
+        lo, hi = lo + min(c * r0, c * r1), hi + max(c * r0, c * r1)
+    return lo, hi
+
+
+def flat_index(buf: Buffer, indices: tuple[Expr, ...], env: Env,
+               ranges: Ranges | None = None) -> Lin | None:
+    """The row-major element offset of `buf[indices]` as an affine form."""
+    out = Lin()
+    for idx, stride in zip(indices, buf.strides):
+        form = linear(idx, env, ranges)
+        if form is None:
+            return None
+        out = out + form.scale(stride)
+    return out

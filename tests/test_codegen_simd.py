@@ -1,0 +1,621 @@
+"""Explicit SIMD, codegen-side unrolling and register promotion: hand-scheduled programs are
+compiled, run and compared with numpy; assembly checks show register-blocked FMA code."""
+import ctypes
+import mmap
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tessel import ir
+from tessel.codegen import asm_for, build, generate_c
+from tessel.codegen.c_expr import Lin
+from tessel.codegen.simd import Chunk, chunk_plan, plan_slots
+from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
+from tessel.lower import block_regions
+from tessel.target import Target
+
+AVX2 = Target("x86_64-avx2")  # a preset: 8 float lanes, machine-independent source
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kernels")
+
+
+def rand(*shape, dtype="float32", seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def make_block(name, iter_vars, body, init=None, alloc=()):
+    reads, writes = block_regions(body, init)
+    return ir.Block(name, tuple(iter_vars), reads, writes, body, init, tuple(alloc))
+
+
+def make_func(name, params, body, alloc=()):
+    root = ir.Block("root", (), (), (), body, alloc_buffers=tuple(alloc))
+    return ir.PrimFunc(name, tuple(params), realize(root))
+
+
+def nest(loops, body):
+    """Wrap `body` in loops given outermost first as (var, extent, kind)."""
+    for var, extent, kind in reversed(loops):
+        body = For(var, extent, body, kind=kind)
+    return body
+
+
+def run(func, cache_dir, *inputs):
+    mod = build(func, cache_dir=cache_dir)
+    outs = [np.zeros(p.shape, p.dtype) for p in func.outputs]
+    mod(*inputs, *outs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def vector_map(n, fn, dtypes=("float32", "float32"), kind="vectorized", name="map"):
+    """O[i] = fn(A, i) over one loop of extent n (A has n + 8 elements, for shifted reads)."""
+    A, O = Buffer("A", (n + 8,), dtypes[0]), Buffer("O", (n,), dtypes[1])
+    i, vi = Var("i"), Var("vi")
+    block = make_block("O", [IterVar(vi, n)], BufferStore(O, fn(A, vi), (vi,)))
+    return make_func(name, (A, O), For(i, n, realize(block, [i]), kind=kind))
+
+
+# ---- chunk plans and slots ----
+
+def test_chunk_plan_covers_every_iteration_once():
+    for extent in range(1, 70):
+        plan = chunk_plan(extent, 8, 4)
+        covered = [c.start + k for c in plan for k in range(c.width * c.count)]
+        assert covered == list(range(extent)), extent
+        assert all(c.width in (8, 4, 1) for c in plan)
+    assert chunk_plan(13, 8, 4) == [Chunk(0, 8), Chunk(8, 4), Chunk(12, 1)]
+    assert chunk_plan(64, 8, 4) == [Chunk(0, 8, 8)]  # many full vectors: a C loop
+    assert chunk_plan(32, 8, 4) == [Chunk(0, 8), Chunk(8, 8), Chunk(16, 8), Chunk(24, 8)]
+
+
+def test_slots_need_one_base_and_non_overlapping_accesses():
+    buf = Buffer("acc", (4, 8), scope="local")
+
+    def at(*accesses):
+        return [(None if off is None else Lin(None, off), w) for off, w in accesses]
+    slots = plan_slots(buf, at((0, 8), (8, 8), (16, 1), (3, 1)))
+    assert slots.vectors == {0: 8, 8: 8} and slots.scalars == [16]
+    assert plan_slots(buf, at((0, 8), (4, 8))) is None  # partial overlap
+    assert plan_slots(buf, at((0, 8), (None, 1))) is None  # an access at a varying element
+    assert plan_slots(buf, at((30, 8))) is None  # out of the buffer
+    # around a loop: one base over variables bound outside it, in bounds for their ranges
+    i, k = Var("i"), Var("k")
+    row = [(Lin({i: 8}, 0), 8), (Lin({i: 8}, 3), 1)]
+    assert plan_slots(buf, row) is None  # needs `outer`
+    slots = plan_slots(buf, row, outer={i}, ranges={i: (0, 3)})
+    assert slots.base.terms == {i: 8} and slots.vectors == {0: 8} and slots.scalars == []
+    assert plan_slots(buf, row, outer={i}, ranges={i: (0, 4)}) is None  # row 4: outside
+    assert plan_slots(buf, row, outer={k}, ranges={i: (0, 3)}) is None  # i bound inside
+    assert plan_slots(buf, row + [(Lin({k: 8}), 8)], outer={i, k},
+                      ranges={i: (0, 3), k: (0, 3)}) is None  # two bases may alias
+
+
+# ---- elementwise ----
+
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 8, 12, 13, 16, 33, 100])
+def test_elementwise_any_extent(cache_dir, n):
+    func = vector_map(n, lambda A, i: A[i] * 2.0 + A[i + 1])
+    a = rand(n + 8)
+    np.testing.assert_allclose(run(func, cache_dir, a), a[:n] * 2 + a[1:n + 1], rtol=1e-6)
+    source = generate_c(func, AVX2)
+    assert "#pragma omp simd" not in source
+    if n >= 8:
+        assert "tessel_f32x8_load(&A[" in source and "tessel_f32x8_store(&O[" in source
+    if n in (12, 13):
+        assert "tessel_f32x4_load" in source  # the remainder as a narrower vector
+    if n == 100:
+        assert "i <= 88; i += 8)" in source  # 12 full vectors in a C loop
+
+
+def test_int32_vectors(cache_dir):
+    n = 37
+
+    def fn(A, i):
+        x = A[i] * 3 - A[i + 1]
+        return ir.max_(ir.min_(x, 50), -50) + (i * 7) // 4 + (i % 5) + (A[i] // 3) + (A[i] % 4)
+    func = vector_map(n, fn, ("int32", "int32"))
+    a = np.random.default_rng(1).integers(-100, 100, n + 8).astype(np.int32)
+    i = np.arange(n)
+    x = a[:n] * 3 - a[1:n + 1]
+    ref = np.clip(x, -50, 50) + (i * 7) // 4 + i % 5 + a[:n] // 3 + a[:n] % 4
+    np.testing.assert_array_equal(run(func, cache_dir, a), ref)
+    source = generate_c(func, AVX2)
+    assert "tessel_i32x8_min(" in source and "#pragma omp simd" not in source
+    assert "tessel_floordiv_i32(" in source  # a // 3 on signed data goes lane by lane
+
+
+def test_float64_vectors_use_four_lanes(cache_dir):
+    n = 11
+    func = vector_map(n, lambda A, i: A[i] * A[i + 2] - 0.5, ("float64", "float64"))
+    a = rand(n + 8, dtype="float64")
+    np.testing.assert_allclose(run(func, cache_dir, a), a[:n] * a[2:n + 2] - 0.5, rtol=1e-15)
+    source = generate_c(func, AVX2)
+    assert "tessel_f64x4_load(&A[" in source and "tessel_f32x8" not in source
+
+
+def test_int64_and_casts(cache_dir):
+    n = 19
+    func = vector_map(n, lambda A, i: ir.cast("float64", A[i] * 3) + ir.cast("float64", i) * 0.5,
+                      ("int64", "float64"))
+    a = np.arange(n + 8, dtype=np.int64) - 9
+    ref = (a[:n] * 3).astype(np.float64) + np.arange(n) * 0.5
+    np.testing.assert_array_equal(run(func, cache_dir, a), ref)
+    source = generate_c(func, AVX2)
+    assert "__builtin_convertvector(" in source and "tessel_i64x4_load" in source
+
+
+def test_mask_cast_and_logic(cache_dir):
+    n = 21
+
+    def fn(A, i):
+        positive = ir.cast("float32", ir.logical_and(A[i] > 0.0, ~(A[i] > 1.0)))
+        return positive * A[i] + ir.cast("float32", (i < 5) | (i > 15))
+    func = vector_map(n, fn)
+    a = rand(n + 8)
+    x, i = a[:n], np.arange(n)
+    ref = ((x > 0) & ~(x > 1)) * x + ((i < 5) | (i > 15))
+    np.testing.assert_allclose(run(func, cache_dir, a), ref, rtol=1e-6)
+    assert "#pragma omp simd" not in generate_c(func, AVX2)
+
+
+# ---- access patterns ----
+
+def test_broadcast_strided_reversed_and_gathered_loads(cache_dir):
+    n = 24
+    A, S, O = Buffer("A", (3 * n,)), Buffer("S", (4,)), Buffer("O", (4, n))
+    k, i, vk, vi = Var("k"), Var("i"), Var("vk"), Var("vi")
+    value = (A[vi] * S[vk]  # contiguous times broadcast
+             + A[vi * 3 + 1]  # stride 3
+             + A[n - 1 - vi]  # stride -1
+             + A[(vi * vi) % n]  # no affine form
+             + A[vi // 2])  # two lanes per element
+    block = make_block("O", [IterVar(vk, 4), IterVar(vi, n)], BufferStore(O, value, (vk, vi)))
+    func = make_func("patterns", (A, S, O),
+                     nest([(k, 4, "serial"), (i, n, "vectorized")], realize(block, [k, i])))
+    a, s = rand(3 * n), rand(4, seed=1)
+    j = np.arange(n)
+    ref = (np.outer(s, a[:n]) + a[j * 3 + 1] + a[n - 1 - j] + a[(j * j) % n] + a[j // 2])
+    np.testing.assert_allclose(run(func, cache_dir, a, s), ref, rtol=1e-5, atol=1e-6)
+    source = generate_c(func, AVX2)
+    assert "tessel_f32x8_splat(S[vk])" in source and "#pragma omp simd" not in source
+
+
+def test_scatter_store_transposes(cache_dir):
+    n, m = 12, 5
+    A, T = Buffer("A", (m, n)), Buffer("T", (n, m))
+    r, c, vr, vc = Var("r"), Var("c"), Var("vr"), Var("vc")
+    block = make_block("T", [IterVar(vr, m), IterVar(vc, n)],
+                       BufferStore(T, A[vr, vc] + 1.0, (vc, vr)))
+    func = make_func("transpose", (A, T),
+                     nest([(r, m, "serial"), (c, n, "vectorized")], realize(block, [r, c])))
+    a = rand(m, n)
+    np.testing.assert_array_equal(run(func, cache_dir, a), (a + 1).T)
+    assert "lanes[7];" in generate_c(func, AVX2)
+
+
+# ---- selects, conditions, predicates ----
+
+def test_select_with_in_bounds_branches_is_blended(cache_dir):
+    n = 20
+    func = vector_map(n, lambda A, i: ir.select(i % 3 == 0, A[i], A[i + 8] * 2.0))
+    a = rand(n + 8)
+    i = np.arange(n)
+    ref = np.where(i % 3 == 0, a[:n], a[8:n + 8] * 2)
+    np.testing.assert_array_equal(run(func, cache_dir, a), ref)
+    assert "tessel_f32x8_select(" in generate_c(func, AVX2)
+
+
+def padding(n):
+    """P[i] = A[i - 1] inside, 0 in the one-element border: the untaken branch of the select
+    reads A[-1] and A[n], which must never be touched."""
+    A, P = Buffer("A", (n,)), Buffer("P", (n + 2,))
+    i, vi = Var("i"), Var("vi")
+    value = ir.select(ir.logical_and(vi >= 1, vi <= n), A[vi - 1], 0.0)
+    block = make_block("P", [IterVar(vi, n + 2)], BufferStore(P, value, (vi,)))
+    return make_func("pad", (A, P), For(i, n + 2, realize(block, [i]), kind="vectorized"))
+
+
+def guarded_array(n):
+    """A float32 array of n elements filling whole pages between two inaccessible pages, or
+    None where that cannot be arranged."""
+    page = mmap.PAGESIZE
+    if (n * 4) % page:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        region = mmap.mmap(-1, n * 4 + 2 * page)
+        base = np.frombuffer(region, np.uint8).ctypes.data
+        for addr in (base, base + page + n * 4):
+            if libc.mprotect(ctypes.c_void_p(addr), ctypes.c_size_t(page), 0) != 0:
+                return None
+    except (OSError, AttributeError, ValueError):
+        return None
+    return np.frombuffer(region, np.float32, count=n, offset=page)  # keeps the mapping alive
+
+
+def test_padding_select_is_never_speculated(cache_dir):
+    n = mmap.PAGESIZE // 4
+    func = padding(n)
+    source = generate_c(func, AVX2)
+    assert "a select branch may load A out of bounds" in source and "#pragma omp simd" in source
+    a = guarded_array(n)
+    if a is None:
+        a = rand(n)
+    else:
+        a[:] = rand(n)
+    out = run(func, cache_dir, a)  # a guard page fault would kill the test process
+    np.testing.assert_array_equal(out, np.pad(a, 1))
+
+
+def test_exp_falls_back_to_omp_simd(cache_dir):
+    n = 19
+    func = vector_map(n, lambda A, i: ir.call("exp", A[i]) + 1.0)
+    a = rand(n + 8)
+    np.testing.assert_allclose(run(func, cache_dir, a), np.exp(a[:n]) + 1, rtol=1e-6)
+    source = generate_c(func, AVX2)
+    assert "// loop i: exp has no vector form here; left to omp simd" in source
+    assert "#pragma omp simd" in source and "tessel_f32x8" not in source
+
+
+def test_lane_independent_store_falls_back(cache_dir):
+    A, O = Buffer("A", (16,)), Buffer("O", (1,))
+    i = Var("i")
+    func = make_func("uniform", (A, O), For(i, 16, BufferStore(O, A[3] * 2.0, (const(0),)),
+                                            kind="vectorized"))
+    a = rand(16)
+    np.testing.assert_array_equal(run(func, cache_dir, a), [a[3] * 2])
+    assert "every lane stores to the same element of O" in generate_c(func, AVX2)
+
+
+def test_varying_predicate_runs_full_vectors_and_guards_the_edge(cache_dir):
+    """j split by 8 over N = 13: the second tile's predicate fails for some lanes."""
+    N = 13
+    A, O = Buffer("A", (N,)), Buffer("O", (N,))
+    j0, j1, vj = Var("j_0"), Var("j_1"), Var("vj")
+    block = make_block("O", [IterVar(vj, N)], BufferStore(O, A[vj] * 3.0, (vj,)))
+    body = realize(block, [j0 * 8 + j1], predicate=j0 * 8 + j1 < N)
+    func = make_func("edge", (A, O), nest([(j0, 2, "serial"), (j1, 8, "vectorized")], body))
+    a = rand(N)
+    np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
+    source = generate_c(func, AVX2)
+    # affine predicate: checked in the first and the last lane only
+    assert "if (j_0 * 8 + j_1 < 13 && j_0 * 8 + (j_1 + 7) < 13) {" in source
+    assert "} else {" in source and "tessel_f32x8_store(&O[vj]" in source
+
+
+def test_varying_if_then_else_goes_lane_by_lane(cache_dir):
+    n = 16
+    A, O = Buffer("A", (n,)), Buffer("O", (n,))
+    i = Var("i")
+    stmt = ir.IfThenElse(A[i] > 0.0, BufferStore(O, A[i] * 2.0, (i,)),
+                         BufferStore(O, -A[i], (i,)))
+    func = make_func("branches", (A, O), For(i, n, stmt, kind="vectorized"))
+    a = rand(n)
+    np.testing.assert_array_equal(run(func, cache_dir, a), np.where(a > 0, a * 2, -a))
+    source = generate_c(func, AVX2)
+    assert "A[i] > 0.0f && A[i + 1] > 0.0f" in source  # data-dependent: every lane checked
+
+
+def test_nested_vectorized_loops_fall_back(cache_dir):
+    A, O = Buffer("A", (4, 8)), Buffer("O", (4, 8))
+    i, j = Var("i"), Var("j")
+    func = make_func("nested", (A, O), nest([(i, 4, "vectorized"), (j, 8, "vectorized")],
+                                            BufferStore(O, A[i, j] + 1.0, (i, j))))
+    a = rand(4, 8)
+    np.testing.assert_array_equal(run(func, cache_dir, a), a + 1)
+    source = generate_c(func, AVX2)
+    assert "#pragma omp simd" in source and "#pragma GCC ivdep" in source
+
+
+# ---- unrolling ----
+
+def test_unrolled_loop_gets_constant_copies(cache_dir):
+    A, O = Buffer("A", (4, 5)), Buffer("O", (4, 5))
+    i, j = Var("i"), Var("j")
+    func = make_func("unrolled", (A, O), nest([(i, 4, "serial"), (j, 5, "unrolled")],
+                                              BufferStore(O, A[i, j] * 2.0, (i, j))))
+    a = rand(4, 5)
+    np.testing.assert_array_equal(run(func, cache_dir, a), a * 2)
+    source = generate_c(func, AVX2)
+    assert all(f"const int32_t j = {v};" in source for v in range(5))
+    assert "#pragma GCC unroll" not in source
+    big = make_func("big", (A, O), nest([(i, 4, "serial"), (j, 5, "serial")],
+                                        BufferStore(O, A[i, j], (i, j))))
+    big = big.with_body(realize(ir.Block("root", (), (), (), For(
+        Var("u"), 64, big.root.body, kind="unrolled"))))
+    assert "#pragma GCC unroll 64" in generate_c(big, AVX2)  # too long to unroll here
+
+
+# ---- register-tiled matmul ----
+
+def register_tiled_matmul(M, N, K, mr=4, nr=16, init_in_k=False, k_kind="serial"):
+    """C = A @ B in mr x nr tiles accumulated in a "local" buffer: loops i0 (parallel), j0,
+    then k, i3 (unrolled), j3 (vectorized). Edge tiles are cut by block predicates."""
+    A, B, C = Buffer("A", (M, K)), Buffer("B", (K, N)), Buffer("C", (M, N))
+    ni, nj = -(-M // mr), -(-N // nr)
+    acc = Buffer("C_local", (mr, nr), scope="local")
+    i0, j0, k = Var("i_0"), Var("j_0"), Var("k")
+    vi0, vj0 = Var("vi0"), Var("vj0")
+    i3, j3 = [Var("i_3") for _ in range(3)], [Var("j_3") for _ in range(3)]
+
+    def inside(n):
+        return ir.logical_and(*([vi0 * mr + i3[n] < M] if M % mr else []),
+                              *([vj0 * nr + j3[n] < N] if N % nr else []))
+    a, b, vk = Var("vi3"), Var("vj3"), Var("vk")
+    update = BufferStore(acc, acc[a, b] + A[vi0 * mr + a, vk] * B[vk, vj0 * nr + b], (a, b))
+    zero = BufferStore(acc, const(0.0), (a, b))
+    update = make_block("C_update", [IterVar(a, mr), IterVar(b, nr), IterVar(vk, K, REDUCE)],
+                        update, init=zero if init_in_k else None)
+    a2, b2 = Var("vi3"), Var("vj3")
+    init = make_block("C_init", [IterVar(a2, mr), IterVar(b2, nr)],
+                      BufferStore(acc, const(0.0), (a2, b2)))
+    a3, b3 = Var("vi3"), Var("vj3")
+    write = make_block("C_write", [IterVar(a3, mr), IterVar(b3, nr)],
+                       BufferStore(C, acc[a3, b3], (vi0 * mr + a3, vj0 * nr + b3)))
+    stages = [nest([(k, K, k_kind), (i3[1], mr, "unrolled"), (j3[1], nr, "vectorized")],
+                   realize(update, [i3[1], j3[1], k], predicate=inside(1))),
+              nest([(i3[2], mr, "unrolled"), (j3[2], nr, "vectorized")],
+                   realize(write, [i3[2], j3[2]], predicate=inside(2)))]
+    if not init_in_k:
+        stages.insert(0, nest([(i3[0], mr, "unrolled"), (j3[0], nr, "vectorized")],
+                              realize(init, [i3[0], j3[0]])))
+    tile = make_block("C_tile", [IterVar(vi0, ni), IterVar(vj0, nj)], ir.seq(*stages),
+                      alloc=[acc])
+    body = nest([(i0, ni, "parallel"), (j0, nj, "serial")], realize(tile, [i0, j0]))
+    return make_func("matmul_register_tile", (A, B, C), body)
+
+
+@pytest.mark.parametrize("M, N, K, mr, nr", [(13, 20, 9, 4, 16), (6, 16, 5, 6, 16),
+                                             (1, 3, 1, 2, 8), (7, 37, 17, 3, 24),
+                                             (24, 32, 64, 6, 16)])
+@pytest.mark.parametrize("init_in_k", [False, True])
+def test_register_tiled_matmul(cache_dir, M, N, K, mr, nr, init_in_k):
+    func = register_tiled_matmul(M, N, K, mr, nr, init_in_k)
+    a, b = rand(M, K), rand(K, N, seed=1)
+    np.testing.assert_allclose(run(func, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
+    source = generate_c(func, AVX2)
+    assert "C_local[" not in source  # promoted: variables, no array
+    assert f"tessel_f32x8 C_local_{nr * (mr - 1)} = {{0}};" in source
+
+
+def test_accumulator_indexed_by_a_serial_loop_stays_an_array(cache_dir):
+    """With the i3 loops serial, C_local's row is a loop variable: no promotion."""
+    def serial_i3(node):
+        if isinstance(node, For) and node.kind == "unrolled":
+            return For(node.loop_var, node.extent, node.body, kind="serial")
+        return None
+    func = register_tiled_matmul(8, 16, 4, mr=4, nr=16)
+    assert "tessel_f32x8 C_local_0 = {0};" in generate_c(func, AVX2)
+    func = func.with_body(ir.transform(func.body, serial_i3))
+    source = generate_c(func, AVX2)
+    assert "float C_local[64] __attribute__((aligned(64)));" in source
+    assert "tessel_f32x8_load(&C_local[" in source  # still vector accesses, in memory
+    a, b = rand(8, 4), rand(4, 16, seed=1)
+    np.testing.assert_allclose(run(func, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def ssrsrs_matmul(M, N, K, mr=4, nr=8, i2=2, j2=2, k0=2):
+    """MetaSchedule's SSRSRS shape with the write cache above the inner tiles:
+    i0 (parallel) j0 | k0 i2 j2 | k1 i3 (unrolled) j3 (vectorized). C_local holds the whole
+    (i2*mr) x (j2*nr) tile, so in the k1 loop its index is `loop-invariant base + constant`."""
+    A, B, C = Buffer("A", (M, K)), Buffer("B", (K, N)), Buffer("C", (M, N))
+    ti, tj, k1 = i2 * mr, j2 * nr, K // k0
+    acc = Buffer("C_local", (ti, tj), scope="local")
+    i0, j0, vi0, vj0 = Var("i_0"), Var("j_0"), Var("vi0"), Var("vj0")
+
+    def tile_loops(*outer):
+        v = [Var(n) for n in ("i_2", "j_2", "i_3", "j_3")]
+        kinds = [(v[0], i2, "serial"), (v[1], j2, "serial"), (v[2], mr, "unrolled"),
+                 (v[3], nr, "vectorized")]
+        return v, list(outer[:1]) + kinds[:2] + list(outer[1:]) + kinds[2:]
+
+    def inside(a, b):
+        return ir.logical_and(*([vi0 * ti + a < M] if M % ti else []),
+                              *([vj0 * tj + b < N] if N % tj else []))
+    a, b = Var("vi"), Var("vj")
+    init = make_block("C_init", [IterVar(a, ti), IterVar(b, tj)],
+                      BufferStore(acc, const(0.0), (a, b)))
+    v, loops = tile_loops()
+    s_init = nest(loops, realize(init, [v[0] * mr + v[2], v[1] * nr + v[3]]))
+    a, b, vk = Var("vi"), Var("vj"), Var("vk")
+    body = BufferStore(acc, acc[a, b] + A[vi0 * ti + a, vk] * B[vk, vj0 * tj + b], (a, b))
+    update = make_block("C_update", [IterVar(a, ti), IterVar(b, tj), IterVar(vk, K, REDUCE)],
+                        body)
+    kk0, kk1 = Var("k_0"), Var("k_1")
+    v, loops = tile_loops((kk0, k0, "serial"), (kk1, k1, "serial"))
+    rows, cols = v[0] * mr + v[2], v[1] * nr + v[3]
+    s_update = nest(loops, realize(update, [rows, cols, kk0 * k1 + kk1],
+                                   predicate=inside(rows, cols)))
+    a, b = Var("vi"), Var("vj")
+    write = make_block("C_write", [IterVar(a, ti), IterVar(b, tj)],
+                       BufferStore(C, acc[a, b], (vi0 * ti + a, vj0 * tj + b)))
+    v, loops = tile_loops()
+    rows, cols = v[0] * mr + v[2], v[1] * nr + v[3]
+    s_write = nest(loops, realize(write, [rows, cols], predicate=inside(rows, cols)))
+    tile = make_block("C_tile", [IterVar(vi0, -(-M // ti)), IterVar(vj0, -(-N // tj))],
+                      ir.seq(s_init, s_update, s_write), alloc=[acc])
+    outer = nest([(i0, -(-M // ti), "parallel"), (j0, -(-N // tj), "serial")],
+                 realize(tile, [i0, j0]))
+    return make_func("matmul_ssrsrs", (A, B, C), outer)
+
+
+@pytest.mark.parametrize("M, N, K", [(16, 32, 8), (13, 21, 6)])
+def test_accumulator_promoted_around_the_inner_reduction_loop(cache_dir, M, N, K):
+    func = ssrsrs_matmul(M, N, K)
+    a, b = rand(M, K), rand(K, N, seed=1)
+    np.testing.assert_allclose(run(func, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
+    source = generate_c(func, AVX2)
+    # loaded before the k_1 loop, stored back after it; the array stays for the other stages
+    assert "tessel_f32x8 C_local_0 = tessel_f32x8_load(&C_local[64 * i_2_1 + 8 * j_2_1]);" \
+        in source
+    assert "tessel_f32x8_store(&C_local[64 * i_2_1 + 8 * j_2_1 + 48], C_local_48);" in source
+    assert "float C_local[128]" in source
+
+
+def test_no_promotion_around_a_loop_that_moves_the_access(cache_dir):
+    """Promotion is tried at k_0, i_2, j_2 and k_1; only k_1 keeps the accesses in place."""
+    source = generate_c(ssrsrs_matmul(16, 32, 8), AVX2)
+    loads = re.findall(r"C_local_\w+ = tessel_f32x8_load\(&C_local\[(.*?)\]\)", source)
+    assert loads and all("i_2_1" in x and "k_" not in x for x in loads)
+    assert source.count("= tessel_f32x8_load(&C_local[") == 4  # 4 rows of one vector, once
+
+
+@pytest.mark.parametrize("i2, j2", [(2, 1), (2, 2)])
+def test_ssrsrs_inner_loop_is_fma_on_registers(i2, j2):
+    host = Target("host")
+    if not (host.has("avx2") and host.has("fma")) or host.vector_bits != 256:
+        pytest.skip("needs an AVX2+FMA host (256-bit vectors)")
+    func = ssrsrs_matmul(48, 64, 64, mr=6, nr=16, i2=i2, j2=j2, k0=2)
+    loop = hot_loop(asm_for(generate_c(func, host), host))
+    assert len(re.findall(r"\bvfmadd\d+ps\s+[^\n]*%ymm", loop)) >= 12, loop
+    assert not re.search(r"\bvmov\w*\s+%[xy]mm\d+,\s*[-\w]*\(", loop), loop
+    assert not re.search(r"\((%rsp|%rbp)\)", loop), loop
+
+
+def hot_loop(asm: str) -> str:
+    """The innermost loop (label .. backward jump to it, holding no other loop) with the most
+    FMAs."""
+    spans = []
+    for label in re.finditer(r"^(\.L\w+):$", asm, re.M):
+        jump = re.compile(rf"^\s+j\w+\s+{re.escape(label.group(1))}$", re.M)
+        end = jump.search(asm, label.end())
+        if end is not None:
+            spans.append((label.start(), end.end()))
+    innermost = [(a, b) for a, b in spans
+                 if not any(a < c and d <= b for c, d in spans if (c, d) != (a, b))]
+    loops = [asm[a:b] for a, b in innermost]
+    return max(loops, key=lambda body: body.count("vfmadd"), default="")
+
+
+@pytest.mark.parametrize("init_in_k", [False, True])
+def test_register_tiled_inner_loop_is_fma_on_registers(init_in_k):
+    host = Target("host")
+    if not (host.has("avx2") and host.has("fma")) or host.vector_bits != 256:
+        pytest.skip("needs an AVX2+FMA host (256-bit vectors)")
+    func = register_tiled_matmul(24, 32, 64, mr=6, nr=16, init_in_k=init_in_k)
+    loop = hot_loop(asm_for(generate_c(func, host), host))
+    fmas = re.findall(r"\bvfmadd\d+ps\s+[^\n]*%ymm", loop)
+    assert len(fmas) >= 12, loop  # 6 rows x 2 vectors per k
+    # the accumulators never touch memory inside the k loop: no vector stores at all there,
+    # and no loads or FMAs with a stack operand
+    assert not re.search(r"\bvmov\w*\s+%[xy]mm\d+,\s*[-\w]*\(", loop), loop
+    assert not re.search(r"\((%rsp|%rbp)\)", loop), loop
+
+
+def test_masks_of_other_widths_and_casts_to_bool(cache_dir):
+    """An int32 condition selecting float64 values (mask widened), and a float compared
+    through a cast to bool."""
+    n = 10
+
+    def fn(A, i):
+        nonzero = ir.cast("bool", A[i])
+        return ir.select(ir.logical_and(i < 6, nonzero), A[i] * 2.0, A[i + 1])
+    func = vector_map(n, fn, ("float64", "float64"))
+    a = rand(n + 8, dtype="float64")
+    a[2] = 0.0
+    i = np.arange(n)
+    ref = np.where((i < 6) & (a[:n] != 0), a[:n] * 2, a[1:n + 1])
+    np.testing.assert_array_equal(run(func, cache_dir, a), ref)
+    source = generate_c(func, AVX2)
+    assert "__builtin_convertvector(" in source and "tessel_f64x4_select(" in source
+
+
+@pytest.mark.parametrize("preset", ["x86_64-sse", "x86_64-avx512"])
+def test_other_vector_widths(cache_dir, preset):
+    """SSE (4 floats) runs on any x86-64 host; AVX-512 (16 floats) is compiled, and run only
+    where the host has it."""
+    target = Target(preset)
+    host = Target("host")
+    if host.arch != "x86_64":
+        pytest.skip("x86-64 presets")
+    func = register_tiled_matmul(13, 20, 9, mr=4, nr=16)
+    lanes = target.vector_bits // 32
+    source = generate_c(func, target)
+    assert f"tessel_f32x{lanes} C_local_0 = {{0}};" in source
+    assert "vfmadd" in asm_for(source, target) or preset == "x86_64-sse"
+    if preset == "x86_64-avx512" and not host.has("avx512f"):
+        return
+    a, b = rand(13, 9), rand(9, 20, seed=1)
+    out = np.zeros((13, 20), np.float32)
+    build(func, target, cache_dir=cache_dir)(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ---- golden C ----
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden_kernels():
+    return {"matmul_register_tile": register_tiled_matmul(5, 12, 3, mr=2, nr=8),
+            "pad_fallback": padding(6)}
+
+
+@pytest.mark.parametrize("name", sorted(golden_kernels()))
+def test_golden_c(name, cache_dir):
+    func = golden_kernels()[name]
+    source = generate_c(func, AVX2)
+    path = GOLDEN / f"{name}.c"
+    if os.environ.get("TESSEL_UPDATE_GOLDEN") == "1":
+        path.write_text(source)
+    assert path.exists(), f"missing {path}; run with TESSEL_UPDATE_GOLDEN=1 to create it"
+    assert source == path.read_text(), f"generated C for {name} changed; review the diff and " \
+                                       "rerun with TESSEL_UPDATE_GOLDEN=1 if it is intended"
+    assert build(func, cache_dir=cache_dir).lib_path.exists()  # and it compiles here
+
+
+def test_explicit_auto_unroll_promotes_the_accumulator(cache_dir):
+    """MetaSchedule's auto-unroll annotations (pragma_auto_unroll_max_step with
+    pragma_unroll_explicit) on the outer loop unroll the serial i3 loops here (4 rows x one
+    16-lane vector loop: 4 instances <= 64); without pragma_unroll_explicit they get
+    `GCC unroll`, and C_local stays an array."""
+    def serial_i3(node):
+        if isinstance(node, For) and node.kind == "unrolled":
+            return For(node.loop_var, node.extent, node.body, kind="serial")
+        return None
+    func = register_tiled_matmul(9, 16, 5, mr=4, nr=16)
+    func = func.with_body(ir.transform(func.body, serial_i3))
+    outer = func.root.body
+    for explicit, promoted in ((1, True), (0, False)):
+        notes = {"pragma_auto_unroll_max_step": 64, "pragma_unroll_explicit": explicit}
+        annotated = For(outer.loop_var, outer.extent, outer.body, outer.kind, annotations=notes)
+        annotated = func.with_body(realize(ir.Block("root", (), (), (), annotated)))
+        source = generate_c(annotated, AVX2)
+        assert ("C_local[" not in source) == promoted
+        assert ("#pragma GCC unroll 4" in source) != promoted
+        a, b = rand(9, 5), rand(5, 16, seed=1)
+        np.testing.assert_allclose(run(annotated, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_schedule_primitives_reach_registers(cache_dir):
+    """The same shape made with the schedule primitives (cache_write "local",
+    reverse_compute_at, decompose_reduction, unroll, vectorize) and compact_buffers: the
+    accumulator lives in vector variables during the inner reduction loop."""
+    import tessel
+    from tessel import ops
+    M, N, K = 24, 40, 16
+    sch = tessel.Schedule(ops.matmul(M, N, K))
+    c = sch.get_block("C")
+    write = sch.cache_write(c, 0, "local")
+    i, j, k = sch.get_loops(c)
+    i0, i1, i2 = sch.split(i, [None, 2, 6])
+    j0, j1, j2 = sch.split(j, [None, 1, 16])  # 40 = 3 x 16 - 8: predicates
+    k0, k1 = sch.split(k, [None, 8])
+    sch.reorder(i0, j0, k0, i1, j1, k1, i2, j2)
+    sch.reverse_compute_at(write, j0)
+    init = sch.decompose_reduction(c, k0)
+    sch.unroll(i2)
+    sch.vectorize(j2)
+    for blk in (init, write):
+        sch.vectorize(sch.get_loops(blk)[-1])
+    sch.parallel(sch.fuse(i0, j0))
+    a, b = rand(M, K), rand(K, N, seed=1)
+    np.testing.assert_allclose(run(sch.func, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
+    source = build(sch.func, AVX2, cache_dir=cache_dir).source
+    assert re.search(r"tessel_f32x8 C_local_0 = tessel_f32x8_load\(&C_local\[", source)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 
 import numpy as np
 
@@ -31,6 +30,8 @@ from tessel.codegen import build
 from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.lower import block_regions
 from tessel.target import Target
+
+from common import best_secs, gflops, hot_loop
 
 
 def make_block(name, iter_vars, body, init=None, alloc=()):
@@ -112,35 +113,6 @@ def gmm(M: int = 1024, N: int = 1024, K: int = 1024, mr: int = 6, nr: int = 16) 
     body = ir.seq(pack_b(B, Bp, nr), pack_a(A, Ap, mr), register_tiled(Ap, Bp, C, mr, nr))
     root = ir.Block("root", (), (), (), body, alloc_buffers=(Ap, Bp))
     return ir.PrimFunc("gmm_register_tiled", (A, B, C), realize(root))
-
-
-def hot_loop(asm: str) -> str:
-    """The innermost loop (label .. backward jump to it, holding no other loop) with the most
-    FMAs."""
-    spans = []
-    for label in re.finditer(r"^(\.L\w+):$", asm, re.M):
-        jump = re.compile(rf"^\s+j\w+\s+{re.escape(label.group(1))}$", re.M)
-        end = jump.search(asm, label.end())
-        if end is not None:
-            spans.append((label.start(), end.end()))
-    innermost = [(a, b) for a, b in spans
-                 if not any(a < c and d <= b for c, d in spans if (c, d) != (a, b))]
-    loops = [asm[a:b] for a, b in innermost]
-    return max(loops, key=lambda body: body.count("vfmadd"), default="")
-
-
-def gflops(n_flops: float, secs: float) -> float:
-    return n_flops / secs / 1e9
-
-
-def best_secs(fn, rounds: int) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
-"""The GMM example schedule (benchmarks/gmm_schedule.py) is correct at odd shapes, replays
-from its trace, and its inner loop becomes register-blocked FMA code."""
+"""The example schedules (benchmarks/gmm_schedule.py, benchmarks/conv2d_schedule.py) are correct
+at odd shapes, replay from their traces, and their inner loops become register-blocked FMA
+code."""
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import tessel
 from tessel import ir, ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from conv2d_schedule import schedule_conv2d  # noqa: E402
 from gmm_schedule import schedule_gmm  # noqa: E402
 
 TARGET = tessel.Target("x86_64-avx2")
@@ -41,3 +43,19 @@ def test_gmm_inner_loop_is_register_blocked_fma():
     body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
     assert body.count("vfmadd") == 12  # one 6x16 tile: 12 ymm accumulators
     assert "(%rsp)" not in body  # accumulators stay in registers
+
+
+@pytest.mark.parametrize("args, tile", [
+    ((1, 5, 13, 11, 24, 3, 3, 1, 1), dict(oc=16, oh=2, ow=2)),
+    ((1, 7, 15, 9, 16, 3, 3, 2, 1), dict(oc=8, oh=3, ow=2, ic=3)),
+    ((1, 3, 8, 8, 8, 1, 1, 1, 0), dict(oc=8, oh=1, ow=4)),
+])
+def test_conv2d_schedule_matches_numpy(args, tile):
+    func = ops.conv2d(*args[:7], stride=args[7], padding=args[8])
+    sch = schedule_conv2d(tessel.Schedule(func), **tile)
+    inputs = ops.reference_inputs(func, seed=2)
+    out = np.full(func.outputs[0].shape, np.nan, np.float32)
+    tessel.build(sch.func, TARGET)(*inputs, out)
+    np.testing.assert_allclose(out, ops.run_reference(func, *inputs), rtol=1e-4, atol=1e-4)
+    replayed = tessel.Trace.from_json(sch.trace.to_json()).apply(tessel.Schedule(func))
+    assert ir.structural_equal(replayed.func, sch.func)

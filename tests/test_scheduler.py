@@ -1,0 +1,96 @@
+import math
+
+import pytest
+
+from conftest import make_matmul
+from tessel import Target, ops
+from tessel.scheduler import TaskScheduler
+from tessel.task import Task, TaskError
+
+TARGET = Target("x86_64-avx2")
+
+
+def tasks(*weights):
+    return [Task(ops.matmul(16 + k, 16, 16), TARGET, f"t{k}", w) for k, w in enumerate(weights)]
+
+
+def test_task_key_ignores_names_and_flops_are_exact():
+    a = Task(ops.matmul(32, 16, 8), TARGET)
+    b = Task(make_matmul(32, 16, 8, names=("X", "Y", "Z", "r")), TARGET)
+    assert a.key == b.key
+    assert a.flops == b.flops == 2 * 32 * 16 * 8
+    assert a.gflops(1e-6) == pytest.approx(8.192)
+    assert a.gflops(math.inf) == 0.0
+
+
+@pytest.mark.parametrize("bad, match", [(dict(weight=0), "weight must be positive"),
+                                        (dict(workload="GMM"), "needs a PrimFunc")])
+def test_task_errors(bad, match):
+    kwargs = dict(workload=ops.matmul(4, 4, 4), target=TARGET) | bad
+    with pytest.raises(TaskError, match=match):
+        Task(**kwargs)
+
+
+def test_scheduler_errors():
+    with pytest.raises(TaskError, match="unknown task scheduler 'fifo'"):
+        TaskScheduler(tasks(1), "fifo")
+    with pytest.raises(TaskError, match="at least one task"):
+        TaskScheduler([])
+
+
+def test_round_robin_cycles_and_skips_finished_tasks():
+    sched = TaskScheduler(tasks(1, 1, 1), "round-robin")
+    assert [sched.next_task() for _ in range(4)] == [0, 1, 2, 0]
+    sched.finish(1)
+    assert [sched.next_task() for _ in range(3)] == [2, 0, 2]
+    sched.finish(0)
+    sched.finish(2)
+    assert sched.next_task() is None
+
+
+def test_gradient_warms_up_every_task_then_follows_the_steepest_curve():
+    sched = TaskScheduler(tasks(1, 1), "gradient", epsilon=0.0)
+    assert sched.next_task() == 0
+    sched.record(0, 16, 1e-3)
+    assert sched.next_task() == 1
+    sched.record(1, 16, 1e-3)
+    # task 0 keeps improving, task 1 is flat at the same speed: task 0 gets the next round
+    for r, best in enumerate([8e-4, 6e-4, 4e-4, 3e-4], start=2):
+        sched.record(0, 16 * r, best)
+        sched.record(1, 16 * r, 3e-4)
+    assert sched.gradient(0) < sched.gradient(1) < 0
+    assert sched.next_task() == 0
+
+
+def test_gradient_favours_a_task_far_below_a_similar_tasks_throughput():
+    sched = TaskScheduler(tasks(1, 1), "gradient", epsilon=0.0)
+    for r in range(1, 6):
+        sched.record(0, 16 * r, 1e-4)  # flat, fast
+        sched.record(1, 16 * r, 1e-3)  # flat, ten times slower for about the same flops
+    assert sched.next_task() == 1
+
+
+def test_gradient_weights_tasks_by_how_often_they_occur():
+    sched = TaskScheduler(tasks(1, 10), "gradient", epsilon=0.0)
+    for i in (0, 1):
+        sched.record(i, 32, 1e-3)
+    assert sched.next_task() == 1
+    assert sched.total_latency() == pytest.approx(11e-3)
+
+
+def test_gradient_gives_a_task_without_valid_results_priority():
+    sched = TaskScheduler(tasks(5, 1), "gradient", epsilon=0.0)
+    sched.record(0, 16, 1e-3)
+    sched.record(1, 16, math.inf)
+    assert sched.next_task() == 1
+    assert sched.total_latency() == math.inf
+
+
+def test_epsilon_greedy_explores_with_a_seeded_rng():
+    def picks(seed):
+        sched = TaskScheduler(tasks(1, 1, 1), "gradient", epsilon=0.5, seed=seed)
+        for i in range(3):
+            sched.record(i, 16, 1e-3 * (i + 1))
+        return [sched.next_task() for _ in range(40)]
+    assert picks(3) == picks(3)
+    assert len(set(picks(3))) >= 2

@@ -91,6 +91,7 @@ def test_index_map_text_is_canonical():
 
 @pytest.mark.parametrize("index_map, match", [
     ("lambda k, n: (k % 2, n)", "not injective"),
+    ("lambda k, n: (k, k)", "not injective"),  # n is dropped: a group with no outputs
     ("lambda k, n: (k + n,)", "fewer elements"),
     ("lambda k: (k,)", "takes 1 argument.* has 2 dimension"),
     ("lambda k, n: (n - 1, k)", "can be negative"),
@@ -127,3 +128,19 @@ def test_errors(args, match):
     with pytest.raises(ScheduleError, match=match):
         sch.transform_layout(c, *args)
     assert len(sch.trace) == 1
+
+
+@pytest.mark.parametrize("index_map, ok", [
+    ("lambda k, j: (j // 16, k, j % 16)", True),
+    ("lambda k, j: (j // 16, k, j % 8)", False),
+])
+def test_injectivity_is_checked_group_by_group_on_big_buffers(index_map, ok):
+    """4M elements: k and j are checked on their own (2048 points each), not all at once."""
+    sch = Schedule(ops.matmul(64, 2048, 2048))
+    copy = sch.cache_read(sch.get_block("C"), 1, "global")
+    if ok:
+        sch.transform_layout(copy, 0, "write", index_map)
+        assert sch.get(copy).writes[0].buffer.shape == (128, 2048, 16)
+    else:
+        with pytest.raises(ScheduleError, match="not injective"):
+            sch.transform_layout(copy, 0, "write", index_map)

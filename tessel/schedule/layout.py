@@ -28,7 +28,7 @@ from tessel.schedule.trace import BlockRV, ScheduleError, check
 IndexMapLike = Union[str, Callable[..., Any]]
 _AST_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
-ENUMERATION_LIMIT = 1 << 22  # injectivity is checked on at most this many points
+ENUMERATION_LIMIT = 1 << 20  # injectivity is checked on at most this many points per group
 
 
 # 1. index maps ------------------------------------------------------------------------------
@@ -169,22 +169,51 @@ def _np_eval(e: Expr, env: dict[Var, np.ndarray]) -> np.ndarray | int:
             "%": np.mod}[e.op](a, b)
 
 
+def _independent_groups(imap: IndexMap) -> list[tuple[list[int], list[int]]]:
+    """Partition the map into (params, outputs) groups that share no parameter: the map is
+    injective iff each group is, so each is enumerated on its own (small) box."""
+    owner = list(range(len(imap.params)))
+
+    def find(k: int) -> int:
+        while owner[k] != k:
+            k = owner[k]
+        return k
+    uses = [[k for k, p in enumerate(imap.params) if ir.uses_var(e, p)] for e in imap.outputs]
+    for used in uses:
+        for k in used[1:]:
+            owner[find(k)] = find(used[0])
+    roots = sorted({find(k) for k in range(len(imap.params))})
+    return [([k for k in range(len(imap.params)) if find(k) == r],
+             [d for d, used in enumerate(uses) if used and find(used[0]) == r]) for r in roots]
+
+
+def _group_injective(imap: IndexMap, shape: tuple[int, ...], new_shape: tuple[int, ...],
+                     params: list[int], outputs: list[int]) -> bool:
+    box = tuple(shape[k] for k in params)
+    if not outputs:
+        return math.prod(box) == 1
+    if math.prod(box) > ENUMERATION_LIMIT:  # a leading sub-box
+        cap = max(1, int(ENUMERATION_LIMIT ** (1 / len(box))))
+        box = tuple(min(n, cap) for n in box)
+    grids = np.indices(box, dtype=np.int64).reshape(len(box), -1)
+    env = {imap.params[k]: g for k, g in zip(params, grids)}
+    outs = [np.broadcast_to(_np_eval(imap.outputs[d], env), grids.shape[1:]) for d in outputs]
+    flat = np.sort(np.ravel_multi_index(tuple(outs), tuple(new_shape[d] for d in outputs)))
+    return bool(np.all(flat[1:] != flat[:-1]))
+
+
 def check_injective(imap: IndexMap, shape: tuple[int, ...], new_shape: tuple[int, ...],
                     name: str) -> None:
-    """Distinct old indices must map to distinct new ones: checked by enumeration (on a
-    leading sub-box for buffers above ENUMERATION_LIMIT elements), and by sizes."""
+    """Distinct old indices must map to distinct new ones: checked by sizes, then by
+    enumeration of each group of outputs that share parameters (on a leading sub-box for
+    groups above ENUMERATION_LIMIT points)."""
     check(math.prod(new_shape) >= math.prod(shape),
           f"transform_layout: the index_map is not injective on buffer {name}: shape "
           f"{new_shape} holds fewer elements than {shape}")
-    cap = max(1, int(ENUMERATION_LIMIT ** (1 / max(1, len(shape)))))
-    box = shape if math.prod(shape) <= ENUMERATION_LIMIT else tuple(min(n, cap) for n in shape)
-    grids = np.indices(box, dtype=np.int64).reshape(len(box), -1)
-    env = dict(zip(imap.params, grids))
-    outs = [np.broadcast_to(_np_eval(e, env), grids.shape[1:]) for e in imap.outputs]
-    flat = np.ravel_multi_index(tuple(outs), new_shape)
-    check(np.unique(flat).size == flat.size,
-          f"transform_layout: the index_map {imap.text!r} is not injective on buffer {name}: "
-          "two elements would share one location")
+    for params, outputs in _independent_groups(imap):
+        check(_group_injective(imap, shape, new_shape, params, outputs),
+              f"transform_layout: the index_map {imap.text!r} is not injective on buffer "
+              f"{name}: two elements would share one location")
 
 
 # 3. rewriting the program -------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""MetaSchedule's learning-driven evolutionary search.
+
+Each `ask(n)`:
+  1. initial population: the best measured programs (init_measured_ratio of it) plus fresh
+     samples of the space;
+  2. for `generations` rounds, the cost model scores the population and the next one is drawn
+     from it in proportion to rank; a drawn parent is mutated by the space's mutators with
+     probability mutate_prob (an invalid mutant is dropped: the space validates it);
+  3. the batch is the best-scored programs seen in any generation that were never proposed
+     before, with an epsilon fraction replaced by fresh random samples.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tessel.schedule import Schedule
+from tessel.search.base import SearchError, SearchStrategy, program_key
+
+
+class EvolutionarySearch(SearchStrategy):
+    name = "evolutionary"
+
+    def __init__(self, space, workload, *, population: int = 64, generations: int = 3,
+                 init_measured_ratio: float = 0.2, mutate_prob: float = 0.85,
+                 epsilon: float = 0.05, **kw) -> None:
+        super().__init__(space, workload, **kw)
+        if population < 2 or generations < 0 or not 0 <= epsilon <= 1:
+            raise SearchError(f"evolutionary: need population >= 2, generations >= 0, "
+                              f"0 <= epsilon <= 1 (got {population}, {generations}, {epsilon})")
+        self.population, self.generations = population, generations
+        self.init_measured_ratio, self.mutate_prob, self.epsilon = (init_measured_ratio,
+                                                                    mutate_prob, epsilon)
+
+    def ask(self, n: int) -> list[Schedule]:
+        pool: dict[str, tuple[float, Schedule]] = {}  # every program scored, by key
+        pop = self._initial_population()
+        for gen in range(self.generations + 1):
+            scores = self._score(pop, pool)
+            if gen < self.generations and pop:
+                pop = self._next_generation(pop, scores)
+        ranked = [sch for _, sch in sorted(pool.values(), key=lambda p: -p[0])]
+        n_random = int(round(n * self.epsilon)) if self.cost_model is not None else 0
+        batch = self.take_new(ranked, n - n_random)
+        return batch + self.sample_new(n - len(batch))
+
+    def _initial_population(self) -> list[Schedule]:
+        best = self.best_measured(int(self.population * self.init_measured_ratio))
+        fresh = [s for s in (self.sample() for _ in range(self.population - len(best)))
+                 if s is not None]
+        return best + fresh
+
+    def _score(self, pop: list[Schedule], pool: dict[str, tuple[float, Schedule]]) -> np.ndarray:
+        scores = self.predict(pop)
+        for sch, score in zip(pop, scores):
+            pool.setdefault(program_key(sch), (float(score), sch))
+        return scores
+
+    def _next_generation(self, pop: list[Schedule], scores: np.ndarray) -> list[Schedule]:
+        ranks = np.argsort(np.argsort(-scores))  # 0 = best
+        weights = 1.0 / (1.0 + ranks)
+        parents = self.rng.choices(pop, weights=weights.tolist(), k=self.population)
+        children = []
+        for parent in parents:
+            if self.rng.random() < self.mutate_prob:
+                child = self.mutate(parent)
+                children.append(child if child is not None else parent)
+            else:
+                children.append(parent)
+        return children

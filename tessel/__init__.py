@@ -10,7 +10,12 @@ from tessel.codegen import CodegenError, CompileError, Module, build, generate_c
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError, Trace
 from tessel.target import Target, TargetError
+from tessel.database import Database, DatabaseError, TuningRecord
+from tessel.measure import (DaskRunner, LocalBuilder, LocalRunner, MeasureCandidate,
+                            MeasureResult)
 
 __version__ = "0.1.0"
 __all__ = ["ir", "te", "ops", "build", "Module", "generate_c", "Target", "TargetError",
            "PrimFunc", "CodegenError", "CompileError", "Schedule", "ScheduleError", "Trace"]
+__all__ += ["Database", "DatabaseError", "TuningRecord", "LocalBuilder", "LocalRunner",
+            "DaskRunner", "MeasureCandidate", "MeasureResult"]

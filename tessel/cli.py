@@ -4,6 +4,8 @@
     tessel suite [NAME ...]     build every (or the named) workload unscheduled, check it
                                 against numpy and print time and GFLOP/s
     tessel show NAME            print a workload's program (and --c for its C source)
+    tessel worker --scheduler ADDRESS --device KEY
+                                join a Dask scheduler as the measuring worker of a device
 """
 from __future__ import annotations
 
@@ -96,6 +98,18 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    try:
+        from tessel.measure.dask import serve
+        import distributed  # noqa: F401
+    except ImportError:
+        print("tessel worker: needs Dask distributed; pip install 'tessel[distributed]'",
+              file=sys.stderr)
+        return 2
+    serve(args.scheduler, args.device, name=args.name)
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tessel", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -111,6 +125,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--c", action="store_true", help="print the generated C instead")
     p.set_defaults(fn=cmd_show)
+    p = sub.add_parser("worker", help="serve a device to a Dask measurement pool")
+    p.add_argument("--scheduler", required=True, help="Dask scheduler address (tcp://host:port)")
+    p.add_argument("--device", required=True,
+                   help="device key; tuners use DaskRunner(address, device=KEY)")
+    p.add_argument("--name", default=None, help="worker name shown by the scheduler")
+    p.set_defaults(fn=cmd_worker)
     return parser
 
 

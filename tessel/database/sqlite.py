@@ -1,0 +1,272 @@
+"""Tuning records: what was measured, where, and how fast — in one SQLite file.
+
+    db = Database("records.db")                  # created if missing (and its directory)
+    key = db.commit_workload(func)               # structural hash of the unscheduled program
+    db.commit_results(target, candidates, results)   # one transaction per measured batch
+    best = db.top_k(func, target, k=5)           # successful records, fastest first
+    train = db.records(func, target)             # everything, errors included (cost models)
+
+The file is in WAL mode with a busy timeout, and every write is one short transaction, so
+several tuning processes can share it and a killed process loses at most the batch it had not
+committed. A record belongs to a workload (structural hash, names ignored) and a target
+fingerprint (`Target.fingerprint_hash`: ISA, CPU model, cores, compiler): queries for one
+target never return records measured on another. A file that is not a tessel database (or of
+another schema version) raises DatabaseError and is left untouched.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from tessel.database.jsonl import export_lines, parse_lines
+from tessel.database.record import (RECORD_COLUMNS, DatabaseError, TuningRecord, Workload,
+                                    check, record_digest, target_key)
+from tessel.ir import PrimFunc, structural_hash
+from tessel.ir.serialize import from_json as func_from_json
+from tessel.ir.serialize import to_json as func_to_json
+from tessel.measure.result import MeasureCandidate, MeasureResult
+from tessel.target import Target
+
+FORMAT = "tessel.database"
+SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workloads (key TEXT PRIMARY KEY, name TEXT NOT NULL,
+                                      func_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS targets (key TEXT PRIMARY KEY, description TEXT NOT NULL,
+                                    fingerprint_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE,
+    workload TEXT NOT NULL REFERENCES workloads(key), target TEXT NOT NULL,
+    trace_json TEXT, knobs_json TEXT, costs_json TEXT NOT NULL, mean_secs REAL,
+    error_kind TEXT, error_msg TEXT NOT NULL, build_secs REAL NOT NULL,
+    run_secs REAL NOT NULL, timestamp REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS records_by_speed ON records (workload, target, mean_secs);
+"""
+
+
+def _workload_key(workload: PrimFunc | str) -> str:
+    return workload if isinstance(workload, str) else structural_hash(workload)
+
+
+def _target_description(target: Target) -> str:
+    return f"{target.cpu_model}; {target}"
+
+
+class Database:
+    """SQLite store of workloads and tuning records; safe for several processes at once."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
+        self.path = Path(path).expanduser()
+        self._lock = threading.RLock()
+        self._check_file()
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s,
+                                         isolation_level=None, check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            self._open_schema()
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as err:
+            raise DatabaseError(f"cannot open {self.path} as a tessel database: {err}") from err
+
+    def _check_file(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check(not self.path.is_dir(), f"{self.path} is a directory, not a database file")
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with open(self.path, "rb") as file:
+                magic = file.read(len(_SQLITE_MAGIC))
+            check(magic == _SQLITE_MAGIC, f"{self.path} is not a tessel database (not an SQLite "
+                                           "file); it was left untouched")
+
+    def _open_schema(self) -> None:
+        tables = {r[0] for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        check(not tables or "meta" in tables,
+               f"{self.path} is an SQLite file of another program (tables: "
+               f"{', '.join(sorted(tables))}); it was left untouched")
+        if not tables:
+            self._write(_create_schema)
+        meta = dict(self._conn.execute("SELECT key, value FROM meta"))
+        check(meta.get("format") == FORMAT,
+               f"{self.path} is not a tessel database (format {meta.get('format')!r})")
+        check(meta.get("version") == str(SCHEMA_VERSION),
+               f"{self.path} has tessel database schema version {meta.get('version')}, but this "
+               f"tessel reads version {SCHEMA_VERSION}")
+
+    def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `body` in one IMMEDIATE transaction (all or nothing)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = body(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return out
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(args)).fetchall()
+
+    # ---- writing ----
+
+    def commit_workload(self, func: PrimFunc) -> str:
+        """Store `func` (if new); return its key, the structural hash."""
+        key = structural_hash(func)
+        self._write(lambda c: _insert_workload(c, key, func.name, func_to_json(func)))
+        return key
+
+    def commit_target(self, target: Target) -> str:
+        """Store `target`'s fingerprint (if new); return its key."""
+        key = target.fingerprint_hash()
+        self._write(lambda c: _insert_target(c, key, target))
+        return key
+
+    def commit(self, records: Iterable[TuningRecord]) -> int:
+        """Store a batch in one transaction; return how many were new (duplicates skipped)."""
+        rows = [r.row() for r in records]
+        return self._write(lambda c: _insert_records(c, rows))
+
+    def commit_results(self, target: Target, candidates: Sequence[MeasureCandidate],
+                       results: Sequence[MeasureResult]) -> list[TuningRecord]:
+        """Store a measured batch (workloads, target and records) in one transaction."""
+        check(len(candidates) == len(results),
+               f"{len(candidates)} candidates but {len(results)} results")
+        target_key = target.fingerprint_hash()
+        funcs = {id(c.workload): c.workload for c in candidates}
+        keys = {i: structural_hash(f) for i, f in funcs.items()}
+        records = [TuningRecord.from_measurement(keys[id(c.workload)], target_key, c, r)
+                   for c, r in zip(candidates, results)]
+
+        def body(c: sqlite3.Connection) -> None:
+            _insert_target(c, target_key, target)
+            for i, func in funcs.items():
+                _insert_workload(c, keys[i], func.name, func_to_json(func))
+            _insert_records(c, [r.row() for r in records])
+        self._write(body)
+        return records
+
+    # ---- reading ----
+
+    def top_k(self, workload: PrimFunc | str, target: Target | str,
+              k: int = 1) -> list[TuningRecord]:
+        """The k fastest successful records (the best of each distinct trace/knobs), on this
+        target only."""
+        rows = self._read(
+            f"SELECT {RECORD_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+            "trace_json, knobs_json ORDER BY mean_secs, id) AS rank FROM records WHERE "
+            "workload = ? AND target = ? AND error_kind IS NULL) WHERE rank = 1 "
+            "ORDER BY mean_secs, id LIMIT ?",
+            (_workload_key(workload), target_key(target), int(k)))
+        return [TuningRecord.from_row(r) for r in rows]
+
+    def records(self, workload: PrimFunc | str,
+                target: Target | str | None = None) -> list[TuningRecord]:
+        """Every record of a workload (on `target`, if given), errors included, oldest first."""
+        where, args = _filters(workload, target)
+        rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records{where} ORDER BY id", args)
+        return [TuningRecord.from_row(r) for r in rows]
+
+    def count(self, workload: PrimFunc | str | None = None,
+              target: Target | str | None = None) -> int:
+        where, args = _filters(workload, target)
+        return self._read(f"SELECT COUNT(*) FROM records{where}", args)[0][0]
+
+    def workloads(self) -> list[Workload]:
+        rows = self._read("SELECT key, func_json FROM workloads ORDER BY rowid")
+        return [Workload(key, func_from_json(text)) for key, text in rows]
+
+    def workload(self, key: str) -> PrimFunc:
+        rows = self._read("SELECT func_json FROM workloads WHERE key = ?", (key,))
+        check(bool(rows), f"no workload {key!r} in {self.path}")
+        return func_from_json(rows[0][0])
+
+    def targets(self) -> dict[str, str]:
+        """Fingerprint key -> readable description of every target stored."""
+        return dict(self._read("SELECT key, description FROM targets ORDER BY rowid"))
+
+    # ---- exchange ----
+
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write workloads, targets and records as JSON lines; return the number of records."""
+        with self._lock:
+            return export_lines(self._conn, Path(path))
+
+    def import_jsonl(self, path: str | Path) -> int:
+        """Read JSON lines written by export_jsonl (in one transaction); return how many
+        records were new."""
+        workloads, targets, rows = parse_lines(Path(path))
+
+        def body(c: sqlite3.Connection) -> int:
+            c.executemany("INSERT OR IGNORE INTO workloads VALUES (?, ?, ?)", workloads)
+            c.executemany("INSERT OR IGNORE INTO targets VALUES (?, ?, ?)", targets)
+            return _insert_records(c, rows)
+        return self._write(body)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _filters(workload: PrimFunc | str | None, target: Target | str | None) -> tuple[str, list]:
+    clauses, args = [], []
+    if workload is not None:
+        clauses.append("workload = ?")
+        args.append(_workload_key(workload))
+    if target is not None:
+        clauses.append("target = ?")
+        args.append(target_key(target))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def _insert_workload(c: sqlite3.Connection, key: str, name: str, func_json: str) -> None:
+    c.execute("INSERT OR IGNORE INTO workloads VALUES (?, ?, ?)", (key, name, func_json))
+
+
+def _insert_target(c: sqlite3.Connection, key: str, target: Target) -> None:
+    c.execute("INSERT OR IGNORE INTO targets VALUES (?, ?, ?)",
+              (key, _target_description(target), json.dumps(target.fingerprint())))
+
+
+def _create_schema(c: sqlite3.Connection) -> None:
+    for statement in filter(str.strip, _SCHEMA.split(";")):
+        c.execute(statement)
+    c.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                  [("format", FORMAT), ("version", str(SCHEMA_VERSION))])
+
+
+def _insert_records(c: sqlite3.Connection, rows: Sequence[tuple]) -> int:
+    """Insert record rows (duplicates skipped); every workload must be stored already."""
+    wanted = sorted({row[0] for row in rows})
+    marks = ", ".join("?" * len(wanted))
+    known = {r[0] for r in c.execute(f"SELECT key FROM workloads WHERE key IN ({marks})", wanted)}
+    unknown = [key for key in wanted if key not in known]
+    check(not unknown, f"records for unknown workload(s) {', '.join(k[:16] for k in unknown)}; "
+                       "commit_workload() first")
+    before = c.total_changes
+    c.executemany(
+        f"INSERT OR IGNORE INTO records (digest, {RECORD_COLUMNS}, mean_secs) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(record_digest(row), *row, _mean(row)) for row in rows])
+    return c.total_changes - before
+
+
+def _mean(row: tuple) -> float | None:
+    costs = json.loads(row[4])
+    return None if row[5] is not None or not costs else sum(costs) / len(costs)
+
+
+__all__ = ["Database", "FORMAT", "SCHEMA_VERSION"]

@@ -1,0 +1,198 @@
+"""Builder: candidate programs -> compiled shared libraries, in a process pool, never raising.
+
+    builder = LocalBuilder(Target("host"))            # one build process per core
+    builds = builder.build(candidates)                # one BuildResult per candidate, in order
+    builds[0].artifact.lib_path, builds[1].error      # an Artifact, or a MeasureResult error
+
+A build is `compact_buffers` + `generate_c` + `compile_shared` (as `tessel.build` does, minus
+loading). An illegal program (CodegenError, IR errors) becomes "invalid_schedule", a compiler
+failure "compile_error" with the compiler's message, and a build that overruns the per-candidate
+timeout "timeout" (the pool is then replaced, so a stuck build cannot block the next batch).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from tessel.codegen.c import generate_c
+from tessel.codegen.compiler import CompileError, compile_shared
+from tessel.ir import PrimFunc
+from tessel.measure.result import MeasureCandidate, MeasureResult
+from tessel.passes import compact_buffers
+from tessel.target import Target
+
+_MAX_MSG_CHARS = 6000
+_SLACK_S = 5.0  # process start-up and pickling on top of a build's own time limit
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """What a kernel parameter needs from its caller: a C-contiguous array of this shape/dtype."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    is_output: bool
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled candidate: the shared library exporting tessel_entry/tessel_time, its C
+    source, and the parameters it takes (in func.params order)."""
+    lib_path: str
+    source: str
+    params: tuple[ParamSpec, ...]
+    build_secs: float = 0.0
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Exactly one of `artifact` (success) and `error` (a failed MeasureResult) is set."""
+    artifact: Artifact | None = None
+    error: MeasureResult | None = None
+
+    def __post_init__(self) -> None:
+        if (self.artifact is None) == (self.error is None):
+            raise ValueError("a BuildResult holds either an artifact or an error, not both/neither")
+
+    @property
+    def ok(self) -> bool:
+        return self.artifact is not None
+
+
+def param_specs(func: PrimFunc) -> tuple[ParamSpec, ...]:
+    outputs = set(func.outputs)
+    return tuple(ParamSpec(p.name, tuple(int(d) for d in p.shape), p.dtype, p in outputs)
+                 for p in func.params)
+
+
+def _clip(message: str) -> str:
+    if len(message) <= _MAX_MSG_CHARS:
+        return message
+    return message[:_MAX_MSG_CHARS] + f"\n... ({len(message) - _MAX_MSG_CHARS} more chars)"
+
+
+def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
+                   timeout_s: float = 60.0) -> BuildResult:
+    """Build one program in this process; every failure becomes an error result."""
+    start = time.perf_counter()
+    try:
+        source = generate_c(compact_buffers(func), target)
+        params = param_specs(func)
+    except Exception as err:  # noqa: BLE001 - any failure to lower is an illegal program
+        detail = "".join(traceback.format_exception_only(type(err), err)).strip()
+        return BuildResult(error=MeasureResult.error(
+            "invalid_schedule", _clip(f"code generation failed: {detail}"),
+            build_secs=time.perf_counter() - start))
+    return build_source(source, params, target, cache_dir=cache_dir, timeout_s=timeout_s,
+                        started=start)
+
+
+def build_source(source: str, params: tuple[ParamSpec, ...], target: Target, *,
+                 cache_dir: str | Path | None = None, timeout_s: float = 60.0,
+                 started: float | None = None) -> BuildResult:
+    """Compile C `source` exporting tessel_entry/tessel_time (e.g. hand-written) for `target`."""
+    start = started if started is not None else time.perf_counter()
+    try:
+        lib_path = compile_shared(source, target, cache_dir=cache_dir, timeout_s=timeout_s)
+    except CompileError as err:
+        kind = "timeout" if "timed out" in str(err) else "compile_error"
+        return BuildResult(error=MeasureResult.error(kind, _clip(str(err)),
+                                                     build_secs=time.perf_counter() - start))
+    secs = time.perf_counter() - start
+    return BuildResult(artifact=Artifact(str(lib_path), source, params, secs))
+
+
+def _build_in_pool(func: PrimFunc, target: Target, cache_dir: str | None,
+                   timeout_s: float) -> BuildResult:
+    return build_artifact(func, target, cache_dir=cache_dir, timeout_s=timeout_s)
+
+
+class LocalBuilder:
+    """Builds candidates in a pool of `max_workers` spawned processes (default: one per core).
+
+    `timeout_s` bounds each candidate's build (code generation + compiler); the compiler itself
+    is killed at that limit, and a build stuck in Python is abandoned with its pool."""
+
+    def __init__(self, target: Target | None = None, *, max_workers: int | None = None,
+                 timeout_s: float = 60.0, cache_dir: str | Path | None = None) -> None:
+        self.target = target if target is not None else Target("host")
+        self.max_workers = max_workers or _cores()
+        if self.max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
+        self.cache_dir = str(cache_dir) if cache_dir is not None else None
+        self._pool: multiprocessing.pool.Pool | None = None
+
+    def build(self, candidates: Sequence[MeasureCandidate]) -> list[BuildResult]:
+        """One BuildResult per candidate, in order; never raises for a bad candidate."""
+        if not candidates:
+            return []
+        pool = self._ensure_pool()
+        args = (self.target, self.cache_dir, self.timeout_s)
+        start = time.perf_counter()
+        jobs = [pool.apply_async(_build_in_pool, (c.func, *args)) for c in candidates]
+        results, stuck = [], False
+        for index, job in enumerate(jobs):
+            # worst case, job `index` waits behind index // max_workers full-length builds
+            deadline = start + self.timeout_s * (index // self.max_workers + 1) + _SLACK_S
+            result = self._collect(job, deadline, start)
+            stuck = stuck or result is None
+            results.append(result or BuildResult(error=MeasureResult.error(
+                "timeout", f"build ran past its {self.timeout_s:g} s limit",
+                build_secs=time.perf_counter() - start)))
+        if stuck:
+            self.close()  # a stuck build process would block the next batch; start afresh
+        return results
+
+    def _collect(self, job: multiprocessing.pool.AsyncResult, deadline: float,
+                 start: float) -> BuildResult | None:
+        """The job's result, or None if it is not done by `deadline`."""
+        try:
+            return job.get(timeout=max(0.0, deadline - time.perf_counter()))
+        except multiprocessing.TimeoutError:
+            return None
+        except Exception as err:  # noqa: BLE001 - e.g. an unpicklable candidate
+            return BuildResult(error=MeasureResult.error(
+                "invalid_schedule", _clip(f"build failed: {type(err).__name__}: {err}"),
+                build_secs=time.perf_counter() - start))
+
+    def _ensure_pool(self) -> multiprocessing.pool.Pool:
+        if self._pool is None:
+            self._pool = multiprocessing.get_context("spawn").Pool(self.max_workers)
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the build processes (a later build() starts new ones)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __enter__(self) -> "LocalBuilder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+__all__ = ["Artifact", "BuildResult", "LocalBuilder", "ParamSpec", "build_artifact",
+           "build_source", "param_specs"]

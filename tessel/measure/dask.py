@@ -1,0 +1,225 @@
+"""A distributed device pool on Dask: many tuning jobs share devices, one measurement per device
+at a time.
+
+    $ dask scheduler                                    # somewhere: tcp://10.0.0.1:8786
+    $ tessel worker --scheduler tcp://10.0.0.1:8786 --device epyc-7763     # on each device
+
+    runner = DaskRunner("tcp://10.0.0.1:8786", device="epyc-7763", target=target)
+    results = runner.run(candidates, builder.build(candidates))   # the Runner interface
+
+A worker runs one task thread and advertises the resource `tessel-device-KEY: 1`; a measurement
+asks for one unit of it, so each device runs one measurement at a time, whichever tuner sent it,
+and several workers with the same KEY form a pool of identical devices. On the worker the task
+measures exactly as LocalRunner does: in an isolated process (`DeviceSession`) that survives
+crashing and hanging kernels.
+
+Artifacts travel: the tuner builds (in its own process pool, with a `target` describing the
+device, e.g. a preset rather than `-march=native` of a different build host) and ships the
+shared library's bytes (tens of KB) with each task. Devices then need no compiler or build
+cores, and devices stay busy measuring. A worker that dies mid-batch loses its in-flight tasks,
+which the scheduler reruns on another worker of the pool; a task that kills workers repeatedly,
+or a batch that no device finishes in `batch_timeout_s`, comes back as an error result.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from tessel.measure.builder import BuildResult, ParamSpec
+from tessel.measure.result import MeasureCandidate, MeasureResult
+from tessel.measure.runner import References, check_batch, make_config, plan_job
+from tessel.measure.session import DeviceSession, MeasureJob, ReferenceJob, RunConfig
+from tessel.target import Target
+
+_SESSIONS: dict[str, DeviceSession] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def resource_name(device: str) -> str:
+    """The Dask worker resource that stands for device `device`."""
+    return f"tessel-device-{device}"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A shared library travelling to a worker: its bytes and their sha256."""
+    data: bytes
+    digest: str
+
+    @classmethod
+    def read(cls, path: str) -> "Shipped":
+        data = Path(path).read_bytes()
+        return cls(data, hashlib.sha256(data).hexdigest())
+
+    def local_path(self) -> str:
+        """Where the library lies on this machine (written once, atomically)."""
+        directory = Path(tempfile.gettempdir()) / "tessel-remote" / self.digest[:2]
+        path = directory / f"{self.digest}.so"
+        if not path.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, suffix=".so.tmp")
+            with os.fdopen(fd, "wb") as file:
+                file.write(self.data)
+            os.replace(tmp, path)
+        return str(path)
+
+
+@dataclass(frozen=True)
+class RemoteJob:
+    """A MeasureJob with its libraries' bytes in place of local paths."""
+    device: str
+    lib: Shipped
+    params: tuple[ParamSpec, ...]
+    config: RunConfig
+    reference: tuple[str, Shipped, float, float] | None  # key, library, rtol, atol
+    flush_bytes: int
+    build_secs: float
+
+    def local(self) -> MeasureJob:
+        ref = None
+        if self.reference is not None:
+            key, lib, rtol, atol = self.reference
+            ref = ReferenceJob(key, lib.local_path(), rtol, atol)
+        return MeasureJob(self.lib.local_path(), self.params, self.config, ref,
+                          self.flush_bytes, self.build_secs)
+
+
+def measure_on_device(job: RemoteJob) -> MeasureResult:
+    """The task a device worker runs: measure in this machine's isolated measuring process."""
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(job.device)
+        if session is None:
+            session = _SESSIONS[job.device] = DeviceSession(job.device)
+    return session.measure(job.local())
+
+
+def serve(scheduler: str, device: str, *, name: str | None = None) -> None:
+    """Join the Dask scheduler at `scheduler` as the owner of device `device`; run until the
+    scheduler goes away or the process is stopped (the `tessel worker` command)."""
+    import asyncio
+
+    from distributed import Worker
+
+    async def main() -> None:
+        async with Worker(scheduler, nthreads=1, name=name,
+                          resources={resource_name(device): 1}) as worker:
+            await worker.finished()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+
+
+class DaskRunner:
+    """Measures on the Dask device pool behind `scheduler` (an address or a distributed.Client),
+    on devices advertised as `device`. Other keywords as LocalRunner (RunConfig fields).
+
+    `batch_timeout_s` bounds the wait for a whole batch (default: 60 s plus each candidate's
+    timeout_s and each workload's reference_timeout_s); what is not done then is a timeout."""
+
+    def __init__(self, scheduler: Any, *, device: str, target: Target | None = None,
+                 config: RunConfig | None = None, batch_timeout_s: float | None = None,
+                 cache_dir: str | Path | None = None, **overrides: object) -> None:
+        from distributed import Client
+        self._own_client = not isinstance(scheduler, Client)
+        self.client = Client(scheduler, timeout="30s") if self._own_client else scheduler
+        self.device = device
+        self.target = target if target is not None else Target("host")
+        self.config = make_config(config, overrides)
+        self.batch_timeout_s = batch_timeout_s
+        self.references = References(self.target, cache_dir)
+        self._shipped: dict[str, Shipped] = {}
+
+    def run(self, candidates: Sequence[MeasureCandidate],
+            builds: Sequence[BuildResult]) -> list[MeasureResult]:
+        check_batch(candidates, builds)
+        results: list[MeasureResult | None] = [None] * len(candidates)
+        jobs: dict[int, RemoteJob] = {}
+        for index, (candidate, build) in enumerate(zip(candidates, builds)):
+            planned = self._plan(candidate, build)
+            if isinstance(planned, MeasureResult):
+                results[index] = planned
+            else:
+                jobs[index] = planned
+        if jobs:
+            results_of_jobs = self._submit_and_wait(jobs)
+            for index, result in results_of_jobs.items():
+                results[index] = result
+        return results
+
+    def _plan(self, candidate: MeasureCandidate, build: BuildResult) -> RemoteJob | MeasureResult:
+        if build.artifact is None:
+            return build.error
+        job = plan_job(candidate, build.artifact, self.config, self.target, self.references)
+        if isinstance(job, MeasureResult):
+            return job
+        ref = None
+        if job.reference is not None:
+            r = job.reference
+            ref = (r.key, self._ship(r.lib_path), r.rtol, r.atol)
+        return RemoteJob(self.device, Shipped.read(job.lib_path), job.params, job.config, ref,
+                         job.flush_bytes, job.build_secs)
+
+    def _ship(self, path: str) -> Shipped:
+        if path not in self._shipped:
+            self._shipped[path] = Shipped.read(path)
+        return self._shipped[path]
+
+    def _submit_and_wait(self, jobs: dict[int, RemoteJob]) -> dict[int, MeasureResult]:
+        from distributed import wait
+        if not self._pool_has_device():
+            msg = f"no worker in the Dask pool advertises device {self.device!r}"
+            return {i: MeasureResult.error("runtime_error", msg) for i in jobs}
+        resources = {resource_name(self.device): 1}
+        futures = {i: self.client.submit(measure_on_device, job, resources=resources,
+                                         pure=False, key=f"tessel-measure-{uuid.uuid4().hex}")
+                   for i, job in jobs.items()}
+        timeout = self._batch_timeout(jobs)
+        try:
+            wait(list(futures.values()), timeout=timeout)
+        except TimeoutError:
+            pass
+        return {i: self._collect(future, timeout) for i, future in futures.items()}
+
+    def _batch_timeout(self, jobs: dict[int, RemoteJob]) -> float:
+        if self.batch_timeout_s is not None:
+            return self.batch_timeout_s
+        workloads = {job.reference[0] for job in jobs.values() if job.reference is not None}
+        return (60.0 + len(jobs) * (self.config.timeout_s + 2.0)
+                + len(workloads) * self.config.reference_timeout_s)
+
+    def _collect(self, future: Any, timeout: float) -> MeasureResult:
+        if future.status == "finished":
+            return future.result()
+        if future.status == "error":
+            err = future.exception()
+            return MeasureResult.error("runtime_error", f"device task failed: "
+                                       f"{type(err).__name__}: {err}")
+        future.cancel()
+        return MeasureResult.error("timeout", f"no {self.device!r} device finished this "
+                                   f"measurement within the batch's {timeout:g} s")
+
+    def _pool_has_device(self) -> bool:
+        name = resource_name(self.device)
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        return any(w.get("resources", {}).get(name, 0) >= 1 for w in workers.values())
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def __enter__(self) -> "DaskRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["DaskRunner", "RemoteJob", "measure_on_device", "resource_name", "serve"]

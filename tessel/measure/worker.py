@@ -1,0 +1,283 @@
+"""The measuring process: loads compiled kernels with ctypes, checks and times them.
+
+Started by `tessel.measure.runner.WorkerProcess` as `python -m tessel.measure.worker`; it reads
+length-prefixed pickled requests on stdin and answers on stdout (anything a kernel prints to
+stdout goes to stderr instead). A kernel that segfaults, aborts or hangs takes only this process
+down; the parent turns that into an error result and starts a new one.
+
+Requests (dicts, "op" says which):
+    reference  run the unscheduled program once on seeded inputs; keep its outputs under "key"
+    measure    run the candidate once, compare with a kept reference, then time it
+Replies: {"costs": [...]} or {"ok": True}, or {"error": kind, "msg": text}.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import pickle
+import struct
+import sys
+import traceback
+from collections import OrderedDict
+from typing import Any, BinaryIO
+
+import numpy as np
+
+_HEADER = struct.Struct("<Q")
+_ARGS = ctypes.POINTER(ctypes.c_void_p)
+_GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
+_MAX_NUMBER = 2**31 - 1
+_KEPT_REFERENCES = 4
+_KEPT_INPUTS = 2
+_FLUSH_SOURCE = """\
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <time.h>
+typedef int32_t (*tessel_entry_fn)(void**);
+/* Like tessel_time, but each repeat first writes every cache line of `flush` (sized to the
+   last-level cache), so the first call of a repeat starts from a cold cache. */
+int32_t tessel_time_flushed(tessel_entry_fn entry, void** args, int32_t number, int32_t repeat,
+                            volatile char* flush, int64_t flush_bytes, double* out_secs) {
+    int32_t status = 0;
+    for (int32_t r = 0; status == 0 && r < repeat; ++r) {
+        for (int64_t i = 0; i < flush_bytes; i += 64) flush[i] += 1;
+        struct timespec start, stop;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (int32_t n = 0; status == 0 && n < number; ++n) status = entry(args);
+        clock_gettime(CLOCK_MONOTONIC, &stop);
+        out_secs[r] = ((double)(stop.tv_sec - start.tv_sec)
+                       + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec)) / number;
+    }
+    return status;
+}
+"""
+
+
+class KernelFailure(Exception):
+    """A kernel misbehaved in a way the process survives; `kind` is a MeasureResult error kind."""
+
+    def __init__(self, kind: str, msg: str) -> None:
+        super().__init__(msg)
+        self.kind = kind
+
+
+# ---- framing (shared with the parent) ----
+
+def write_message(stream: BinaryIO, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_message(stream: BinaryIO) -> Any | None:
+    """The next message, or None at end of input."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    return pickle.loads(stream.read(size))
+
+
+# ---- arrays ----
+
+def _numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(np.bool_ if dtype == "bool" else dtype)
+
+
+def random_input(rng: np.random.Generator, name: str, shape: tuple, dtype: str) -> np.ndarray:
+    """As tessel.ops.reference_inputs: small ints, uniform floats (positive for `var`)."""
+    np_dtype = _numpy_dtype(dtype)
+    if np_dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(np_dtype, np.integer):
+        low = 0 if np.issubdtype(np_dtype, np.unsignedinteger) else -8
+        return rng.integers(low, 9, size=shape).astype(np_dtype)
+    low, high = (0.5, 1.5) if name == "var" else (-1.0, 1.0)
+    return rng.uniform(low, high, size=shape).astype(np_dtype)
+
+
+def sentinel_output(shape: tuple, dtype: str) -> np.ndarray:
+    """An output buffer whose every element a correct kernel overwrites (NaN for floats)."""
+    np_dtype = _numpy_dtype(dtype)
+    if np_dtype == np.bool_:
+        return np.ones(shape, np.bool_)
+    if np.issubdtype(np_dtype, np.integer):
+        return np.full(shape, np.iinfo(np_dtype).max, np_dtype)
+    return np.full(shape, np.nan, np_dtype)
+
+
+def mismatch(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
+    """None if `out` matches `ref` (exactly for ints and bools; within rtol and atol scaled by
+    the largest finite |ref| for floats, NaN only where ref has NaN), else what differs."""
+    if out.dtype.kind in "iub":
+        bad = out != ref
+    else:
+        finite = np.abs(ref[np.isfinite(ref)])
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        bad = ~np.isclose(out, ref, rtol=rtol, atol=atol * scale, equal_nan=True)
+    count = int(np.count_nonzero(bad))
+    if count == 0:
+        return None
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    got, want = out[first].item(), ref[first].item()
+    return (f"{count} of {out.size} elements differ (first at {first}: got {got!r}, "
+            f"expected {want!r}; rtol {rtol:g}, atol {atol:g})")
+
+
+# ---- the process state ----
+
+class Worker:
+    """Loaded libraries, cached inputs and reference outputs of one measuring process."""
+
+    def __init__(self) -> None:
+        self.references: OrderedDict[str, tuple[np.ndarray, ...]] = OrderedDict()
+        self.inputs: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
+        self.flush_timer: Any = None
+        self.flush_buffer: np.ndarray | None = None
+
+    def handle(self, request: dict) -> dict:
+        try:
+            if request["op"] == "ping":
+                return {"ok": True, "pid": os.getpid()}
+            if request["op"] == "reference":
+                return self.reference(request)
+            if request["op"] == "measure":
+                return {"costs": self.measure(request)}
+            return {"error": "runtime_error", "msg": f"unknown request {request['op']!r}"}
+        except KernelFailure as err:
+            return {"error": err.kind, "msg": str(err)}
+        except Exception:  # noqa: BLE001 - report, keep serving
+            return {"error": "runtime_error", "msg": traceback.format_exc(limit=4)}
+
+    def reference(self, request: dict) -> dict:
+        lib = _load(request["lib"])
+        args, outputs = self.arguments(request["params"], request["seed"])
+        _check_status(lib.tessel_entry(args), "reference program")
+        self.references[request["key"]] = tuple(o.copy() for o in outputs)
+        while len(self.references) > _KEPT_REFERENCES:
+            self.references.popitem(last=False)
+        return {"ok": True}
+
+    def measure(self, request: dict) -> list[float]:
+        lib = _load(request["lib"])
+        config = request["config"]
+        args, outputs = self.arguments(request["params"], config["seed"])
+        _check_status(lib.tessel_entry(args), "kernel")
+        if request.get("check") is not None:
+            self.compare(outputs, request["check"])
+        for _ in range(config["warmup"]):
+            _check_status(lib.tessel_entry(args), "kernel")
+        number = config["number"]
+        if config["min_repeat_ms"] > 0:
+            number = _calibrate(lib, args, number, config["min_repeat_ms"] / 1e3)
+        if config["flush_bytes"] > 0:
+            return self.time_flushed(lib, args, number, config["repeat"], config["flush_bytes"])
+        return _time(lib, args, number, config["repeat"])
+
+    def compare(self, outputs: list[np.ndarray], check: dict) -> None:
+        reference = self.references.get(check["key"])
+        if reference is None:
+            raise KernelFailure("runtime_error", "reference output missing in the worker")
+        for k, (out, ref) in enumerate(zip(outputs, reference)):
+            problem = mismatch(out, ref, check["rtol"], check["atol"])
+            if problem is not None:
+                raise KernelFailure("wrong_result", f"output {k}: {problem}")
+
+    def arguments(self, params: list, seed: int) -> tuple[ctypes.Array, list[np.ndarray]]:
+        """The C argument array: cached seeded inputs, fresh sentinel outputs."""
+        inputs = self.seeded_inputs(params, seed)
+        outputs = [sentinel_output(shape, dtype) for _, shape, dtype, out in params if out]
+        it_in, it_out = iter(inputs), iter(outputs)
+        arrays = [next(it_out) if out else next(it_in) for _, _, _, out in params]
+        return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays]), outputs
+
+    def seeded_inputs(self, params: list, seed: int) -> tuple[np.ndarray, ...]:
+        key = (tuple((n, tuple(s), d) for n, s, d, out in params if not out), seed)
+        if key not in self.inputs:
+            rng = np.random.default_rng(seed)
+            self.inputs[key] = tuple(random_input(rng, n, tuple(s), d) for n, s, d in key[0])
+            while len(self.inputs) > _KEPT_INPUTS:
+                self.inputs.popitem(last=False)
+        return self.inputs[key]
+
+    def time_flushed(self, lib, args, number: int, repeat: int, flush_bytes: int) -> list[float]:
+        if self.flush_timer is None:
+            self.flush_timer = _flush_timer()
+        if self.flush_buffer is None or self.flush_buffer.size != flush_bytes:
+            self.flush_buffer = np.zeros(flush_bytes, np.uint8)
+        out = (ctypes.c_double * repeat)()
+        entry = ctypes.cast(lib.tessel_entry, ctypes.c_void_p)
+        status = self.flush_timer[1](entry, args, number, repeat,
+                                  ctypes.c_void_p(self.flush_buffer.ctypes.data), flush_bytes, out)
+        _check_status(status, "kernel")
+        return list(out)
+
+
+def _load(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    lib.tessel_entry.argtypes, lib.tessel_entry.restype = [_ARGS], ctypes.c_int32
+    lib.tessel_time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
+                                ctypes.POINTER(ctypes.c_double)]
+    lib.tessel_time.restype = ctypes.c_int32
+    return lib
+
+
+def _check_status(status: int, what: str) -> None:
+    if status != 0:
+        reason = " (memory allocation failed)" if status == 1 else ""
+        raise KernelFailure("runtime_error", f"{what} returned status {status}{reason}")
+
+
+def _time(lib: ctypes.CDLL, args, number: int, repeat: int) -> list[float]:
+    out = (ctypes.c_double * repeat)()
+    _check_status(lib.tessel_time(args, number, repeat, out), "kernel")
+    return list(out)
+
+
+def _calibrate(lib: ctypes.CDLL, args, number: int, min_secs: float) -> int:
+    """Grow `number` until one batch of calls lasts at least `min_secs`."""
+    while number < _MAX_NUMBER:
+        batch_secs = _time(lib, args, number, 1)[0] * number
+        if batch_secs >= min_secs:
+            break
+        wanted = min_secs / max(batch_secs / number, 1e-9) * _GROWTH
+        number = min(_MAX_NUMBER, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
+    return number
+
+
+def _flush_timer() -> Any:
+    from tessel.codegen.compiler import compile_shared
+    from tessel.target import Target
+    lib = ctypes.CDLL(str(compile_shared(_FLUSH_SOURCE, Target("host"))))
+    fn = lib.tessel_time_flushed
+    fn.argtypes = [ctypes.c_void_p, _ARGS, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
+                   ctypes.c_int64, ctypes.POINTER(ctypes.c_double)]
+    fn.restype = ctypes.c_int32
+    return lib, fn  # the function is valid only while its library is loaded
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: get SIGKILL when the parent dies, so a hung kernel cannot outlive its runner."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def main() -> None:
+    if len(sys.argv) > 1:
+        _die_with_parent(int(sys.argv[1]))
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever a kernel prints must not corrupt the reply stream
+    worker = Worker()
+    while (request := read_message(requests)) is not None:
+        write_message(replies, worker.handle(request))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""LocalRunner: crashing, hanging, wrong and uncompilable kernels become error results, and the
+runner goes on measuring; real scheduled programs are checked against the unscheduled one."""
+import fcntl
+import os
+
+import numpy as np
+import pytest
+
+from measure_kernels import candidate_and_build
+from tessel import Schedule, Target, ops
+from tessel.measure import LocalBuilder, LocalRunner, MeasureCandidate, RunConfig, measure
+from tessel.measure.builder import build_artifact
+from tessel.measure.runner import reduction_length, tolerance
+from tessel.measure.session import DeviceLock
+from tessel.measure.worker import mismatch, random_input
+
+
+@pytest.fixture(scope="module")
+def target():
+    return Target("host")
+
+
+@pytest.fixture(scope="module")
+def runner(target):
+    with LocalRunner(target, timeout_s=1.0, min_repeat_ms=1.0) as r:
+        yield r
+
+
+def test_failures_become_error_kinds_and_the_runner_goes_on(runner, target, tmp_path):
+    names = ["segfault", "right", "abort", "right", "hang", "right", "wrong", "nan", "partial",
+             "status", "syntax", "right"]
+    pairs = [candidate_and_build(name, target, tmp_path) for name in names]
+    pids = []
+    results = []
+    for cand, build in pairs:  # one at a time, to watch the worker process being replaced
+        results += runner.run([cand], [build])
+        pids.append(runner.session.process.pid)
+    kinds = dict(zip(names, [r.error_kind for r in results]))
+    assert kinds == {"segfault": "runtime_error", "right": None, "abort": "runtime_error",
+                     "hang": "timeout", "wrong": "wrong_result", "nan": "wrong_result",
+                     "partial": "wrong_result", "status": "runtime_error",
+                     "syntax": "compile_error"}
+    assert "SIGSEGV" in results[0].error_msg
+    assert "SIGABRT" in results[2].error_msg and "kernel gives up" in results[2].error_msg
+    assert "within 1 s" in results[4].error_msg
+    assert "(20,)" in results[6].error_msg and "(3,)" in results[7].error_msg
+    assert "status 7" in results[9].error_msg
+    for k in (1, 3, 5, 11):
+        assert results[k].ok and len(results[k].costs) == 3
+        assert all(0 < c < 1e-3 for c in results[k].costs)
+    assert pids[0] is None and pids[2] is None and pids[4] is None  # died, replaced next time
+    assert len({pids[1], pids[3], pids[5]}) == 3 and pids[6] == pids[11] == pids[5]
+
+
+def test_scheduled_matmuls_are_checked_and_timed(runner, target, tmp_path):
+    func = ops.matmul(19, 33, 11)
+    cands = []
+    for factor in (3, 8, 33):
+        sch = Schedule(func)
+        i, j, k = sch.get_loops(sch.get_block("C"))
+        j0, j1 = sch.split(j, factors=[None, factor])
+        sch.reorder(i, j0, k, j1)
+        cands.append(MeasureCandidate(func, sch.func, sch.trace))
+    with LocalBuilder(target, max_workers=2, cache_dir=tmp_path) as builder:
+        results = measure(builder, runner, cands)
+    for r in results:
+        assert r.ok, r.error_msg
+        assert len(r.costs) == 3 and all(np.isfinite(c) and c > 0 for c in r.costs)
+        assert r.build_secs > 0 and r.run_secs > 0 and r.mean_secs < 1e-2
+
+
+def test_check_off_measures_a_wrong_kernel(target, tmp_path):
+    cand, build = candidate_and_build("wrong", target, tmp_path)
+    with LocalRunner(target, config=RunConfig(check=False, repeat=4, min_repeat_ms=0)) as r:
+        (result,) = r.run([cand], [build])
+    assert result.ok and len(result.costs) == 4
+
+
+def test_cache_flush_and_calibration_time_real_work(target, tmp_path):
+    func = ops.matmul(32, 32, 32)
+    build = build_artifact(func, target, cache_dir=tmp_path)
+    with LocalRunner(target, flush_cache=True, min_repeat_ms=2.0, repeat=2) as r:
+        (result,) = r.run([MeasureCandidate(func, func)], [build])
+    assert result.ok and len(result.costs) == 2 and all(c > 1e-7 for c in result.costs)
+    assert result.run_secs > 2 * 2e-3  # each repeat lasted at least min_repeat_ms
+
+
+def test_candidate_with_other_parameters_is_invalid(runner, target, tmp_path):
+    func, other = ops.matmul(8, 8, 8), ops.matmul(8, 8, 9)
+    build = build_artifact(other, target, cache_dir=tmp_path)
+    (result,) = runner.run([MeasureCandidate(func, other)], [build])
+    assert result.error_kind == "invalid_schedule" and "parameters differ" in result.error_msg
+
+
+def test_recycled_worker_reloads_the_reference(target, tmp_path):
+    func = ops.matmul(6, 7, 8)
+    build = build_artifact(func, target, cache_dir=tmp_path)
+    with LocalRunner(target, min_repeat_ms=0) as r:
+        r.session.process.recycle_after = 2
+        results = r.run([MeasureCandidate(func, func)] * 5, [build] * 5)
+        assert r.session.process.generation >= 3
+    assert all(x.ok for x in results), [x.error_msg for x in results]
+
+
+def test_batch_length_mismatch_is_an_error(runner):
+    with pytest.raises(ValueError, match="one build per candidate"):
+        runner.run([MeasureCandidate(ops.relu(3), ops.relu(3))], [])
+
+
+def test_tolerances_depend_on_dtype_and_reduction_length():
+    assert reduction_length(ops.matmul(4, 4, 9)) == 9
+    assert reduction_length(ops.conv2d(1, 3, 8, 8, 4, 3, 3)) == 27
+    assert tolerance(ops.matmul(4, 4, 9)) == (1e-4, 1e-4)
+    assert tolerance(ops.matmul(4, 4, 4096)) == (1e-3, 1e-3)
+    assert 1e-4 < tolerance(ops.matmul(4, 4, 900))[0] < 1e-3
+    assert tolerance(ops.matmul(4, 4, 9, dtype="int32")) == (0.0, 0.0)
+    assert tolerance(ops.matmul(4, 4, 9, dtype="float64"))[0] == 1e-9
+
+
+def test_mismatch_is_exact_for_ints_and_nan_aware_for_floats():
+    ref = np.array([1.0, np.nan, 100.0], np.float32)
+    assert mismatch(ref.copy(), ref, 1e-4, 1e-4) is None
+    assert mismatch(np.array([1.0, np.nan, 100.005], np.float32), ref, 1e-4, 1e-4) is None
+    msg = mismatch(np.array([np.nan, np.nan, 100.0], np.float32), ref, 1e-4, 1e-4)
+    assert msg.startswith("1 of 3 elements differ (first at (0,)")
+    ints = np.array([[3, 4]], np.int32)
+    assert mismatch(ints, ints.copy(), 0, 0) is None
+    assert "(0, 1)" in mismatch(np.array([[3, 5]], np.int32), ints, 0, 0)
+
+
+def test_worker_inputs_match_ops_reference_inputs():
+    func = ops.SUITE["CBR"]
+    rng = np.random.default_rng(5)
+    mine = [random_input(rng, b.name, b.shape, b.dtype) for b in func.inputs]
+    for a, b in zip(mine, ops.reference_inputs(func, seed=5)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_device_lock_excludes_other_holders():
+    first, second = DeviceLock("lock-test"), DeviceLock("lock-test")
+    with first:
+        fd = os.open(second.path, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    with second:
+        pass
+    first.close()
+    second.close()
+
+
+def test_run_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="repeat"):
+        RunConfig(repeat=0)
+    with pytest.raises(ValueError, match="timeout_s"):
+        RunConfig(timeout_s=-1)

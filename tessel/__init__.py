@@ -19,3 +19,9 @@ __all__ = ["ir", "te", "ops", "build", "Module", "generate_c", "Target", "Target
            "PrimFunc", "CodegenError", "CompileError", "Schedule", "ScheduleError", "Trace"]
 __all__ += ["Database", "DatabaseError", "TuningRecord", "LocalBuilder", "LocalRunner",
             "DaskRunner", "MeasureCandidate", "MeasureResult"]
+from tessel.task import Task
+from tessel.scheduler import TaskScheduler
+from tessel.tune import TuneError, TuneResult, apply_best, tune, tune_tasks
+
+__all__ += ["Task", "TaskScheduler", "TuneError", "TuneResult", "apply_best", "tune",
+            "tune_tasks"]

@@ -4,6 +4,11 @@
     tessel suite [NAME ...]     build every (or the named) workload unscheduled, check it
                                 against numpy and print time and GFLOP/s
     tessel show NAME            print a workload's program (and --c for its C source)
+    tessel tune NAME | --op OP --shape ...  [--trials N --strategy S --space S --db FILE]
+                                search for a fast program (resumes from the database)
+    tessel best NAME            the best record of a workload: speed, trace, program
+    tessel report NAME [--out curves.png]
+                                tuning curves (best GFLOP/s against trials) per run
     tessel worker --scheduler ADDRESS --device KEY
                                 join a Dask scheduler as the measuring worker of a device
 """
@@ -131,6 +136,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="device key; tuners use DaskRunner(address, device=KEY)")
     p.add_argument("--name", default=None, help="worker name shown by the scheduler")
     p.set_defaults(fn=cmd_worker)
+    from tessel.cli_tune import add_commands
+    add_commands(sub)
     return parser
 
 

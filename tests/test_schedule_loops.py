@@ -101,6 +101,18 @@ def test_annotations_and_unit_loop():
     check_equivalent(f, sch.func)
 
 
+def test_annotate_with_a_sampled_value_replays_with_other_decisions():
+    f, sch, (i, j, k) = matmul_sch()
+    v = sch.sample_categorical([0, 16, 64], [1.0, 1.0, 1.0], decision=2)
+    sch.annotate(i, "pragma_auto_unroll_max_step", v)
+    assert sch.get(i).annotations == {"pragma_auto_unroll_max_step": 64}
+    check_round_trip(f, sch)
+    site = sch.trace.sampling_sites()[0]
+    other = sch.trace.apply(tessel.Schedule(f), decisions={site: 1})
+    loop = other.get_loops(other.get_block("C"))[0]
+    assert other.get(loop).annotations == {"pragma_auto_unroll_max_step": 16}
+
+
 @pytest.mark.parametrize("action, match", [
     (lambda s, i, j, k: s.split(i, factors=[2, 2]), "multiply to 4, less than its extent 13"),
     (lambda s, i, j, k: s.split(i, factors=[None, None]), "at most one factor may be None"),

@@ -12,7 +12,7 @@ from tessel.target import Target
 
 
 RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_kind, error_msg, "
-                  "build_secs, run_secs, timestamp")  # the order of TuningRecord.row()
+                  "build_secs, run_secs, timestamp, run")  # the order of TuningRecord.row()
 
 
 class DatabaseError(RuntimeError):
@@ -43,15 +43,17 @@ class TuningRecord:
     build_secs: float = 0.0
     run_secs: float = 0.0
     timestamp: float = 0.0
+    run: str = ""  # the tuning run that made it (a label, for tuning curves)
 
     @classmethod
     def from_measurement(cls, workload_key: str, target: Target | str,
-                         candidate: MeasureCandidate, result: MeasureResult) -> "TuningRecord":
+                         candidate: MeasureCandidate, result: MeasureResult,
+                         run: str = "") -> "TuningRecord":
         trace = candidate.trace.to_json() if candidate.trace is not None else None
         knobs = tuple(candidate.knobs) if candidate.knobs is not None else None
         return cls(workload_key, target_key(target), trace, knobs, tuple(result.costs),
                    result.error_kind, result.error_msg, result.build_secs, result.run_secs,
-                   result.timestamp)
+                   result.timestamp, run)
 
     @property
     def ok(self) -> bool:
@@ -74,13 +76,13 @@ class TuningRecord:
         knobs = json.dumps(list(self.knobs)) if self.knobs is not None else None
         return (self.workload_key, self.target_key, self.trace_json, knobs,
                 json.dumps(list(self.costs)), self.error_kind, self.error_msg,
-                float(self.build_secs), float(self.run_secs), float(self.timestamp))
+                float(self.build_secs), float(self.run_secs), float(self.timestamp), self.run)
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> "TuningRecord":
-        workload, target, trace, knobs, costs, kind, msg, build, run, stamp = row
+        workload, target, trace, knobs, costs, kind, msg, build, run, stamp, label = row
         return cls(workload, target, trace, tuple(json.loads(knobs)) if knobs else None,
-                   tuple(json.loads(costs)), kind, msg, build, run, stamp)
+                   tuple(json.loads(costs)), kind, msg, build, run, stamp, label or "")
 
 
 def target_key(target: Target | str) -> str:

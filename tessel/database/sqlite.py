@@ -31,7 +31,7 @@ from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.target import Target
 
 FORMAT = "tessel.database"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS records (
     workload TEXT NOT NULL REFERENCES workloads(key), target TEXT NOT NULL,
     trace_json TEXT, knobs_json TEXT, costs_json TEXT NOT NULL, mean_secs REAL,
     error_kind TEXT, error_msg TEXT NOT NULL, build_secs REAL NOT NULL,
-    run_secs REAL NOT NULL, timestamp REAL NOT NULL);
+    run_secs REAL NOT NULL, timestamp REAL NOT NULL, run TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS records_by_speed ON records (workload, target, mean_secs);
 """
 
@@ -135,14 +135,15 @@ class Database:
         return self._write(lambda c: _insert_records(c, rows))
 
     def commit_results(self, target: Target, candidates: Sequence[MeasureCandidate],
-                       results: Sequence[MeasureResult]) -> list[TuningRecord]:
-        """Store a measured batch (workloads, target and records) in one transaction."""
+                       results: Sequence[MeasureResult], run: str = "") -> list[TuningRecord]:
+        """Store a measured batch (workloads, target and records) in one transaction; `run`
+        labels the tuning run that measured it."""
         check(len(candidates) == len(results),
                f"{len(candidates)} candidates but {len(results)} results")
         target_key = target.fingerprint_hash()
         funcs = {id(c.workload): c.workload for c in candidates}
         keys = {i: structural_hash(f) for i, f in funcs.items()}
-        records = [TuningRecord.from_measurement(keys[id(c.workload)], target_key, c, r)
+        records = [TuningRecord.from_measurement(keys[id(c.workload)], target_key, c, r, run)
                    for c, r in zip(candidates, results)]
 
         def body(c: sqlite3.Connection) -> None:
@@ -259,7 +260,7 @@ def _insert_records(c: sqlite3.Connection, rows: Sequence[tuple]) -> int:
     before = c.total_changes
     c.executemany(
         f"INSERT OR IGNORE INTO records (digest, {RECORD_COLUMNS}, mean_secs) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(record_digest(row), *row, _mean(row)) for row in rows])
     return c.total_changes - before
 

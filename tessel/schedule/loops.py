@@ -200,8 +200,11 @@ class LoopPrimitives:
 
     @instruction
     def annotate(self, target: BlockRV | LoopRV, key: str, value: Any) -> None:
-        """Attach a hint such as pragma_auto_unroll_max_step=64 to a loop or block."""
+        """Attach a hint such as pragma_auto_unroll_max_step=64 to a loop or block. The value
+        may be an IntRV (a sampled value, e.g. from sample_categorical)."""
         check(isinstance(key, str) and key, "annotate: key must be a non-empty string")
+        if isinstance(value, IntRV):
+            value = self._value(value, IntRV)
         check(isinstance(value, (int, float, str, bool)),
               f"annotate: value must be a number, string or bool, got {value!r}")
         self._set_annotations(target, lambda a: {**a, key: value})

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from tessel.search.annealing import AnnealingSearch
-from tessel.search.base import SearchError, SearchStrategy, program_key
+from tessel.search.base import MUTATOR_PROBS, Proposal, SearchError, SearchStrategy, program_key
 from tessel.search.evolutionary import EvolutionarySearch
 from tessel.search.genetic import GeneticSearch
 from tessel.search.grid import GridSearch
@@ -31,6 +31,6 @@ def make_strategy(name: str | SearchStrategy, space, workload, **kw) -> SearchSt
     return STRATEGIES[name](space, workload, **kw)
 
 
-__all__ = ["STRATEGIES", "MODEL_BASED", "SearchError", "SearchStrategy", "make_strategy",
+__all__ = ["STRATEGIES", "MODEL_BASED", "MUTATOR_PROBS", "Proposal", "SearchError", "SearchStrategy", "make_strategy",
            "program_key", "RandomSearch", "GridSearch", "GeneticSearch", "AnnealingSearch",
            "EvolutionarySearch"]

@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from tessel.schedule import Schedule
-from tessel.search.base import SearchError, SearchStrategy, decision_items, program_key
+from tessel.search.base import (Proposal, SearchError, SearchStrategy, decision_items,
+                                program_key)
 
 ACQUISITIONS = ("mean", "ucb", "ei")
 
@@ -41,19 +41,19 @@ class AnnealingSearch(SearchStrategy):
         self.n_chains, self.max_steps, self.early_stop = n_chains, max_steps, early_stop
         self.temperature, self.lam, self.alpha, self.epsilon = temperature, lam, alpha, epsilon
         self.acquisition, self.kappa = acquisition, kappa
-        self.chains: list[Schedule] = []
+        self.chains: list[Proposal] = []
 
-    def ask(self, n: int) -> list[Schedule]:
+    def ask(self, n: int) -> list[Proposal]:
         n_random = int(round(n * self.epsilon)) if self.cost_model is not None else 0
         top = self._anneal(max(1, math.ceil(self.lam * n)))
         chosen = self.take_new(self._diverse(top, n - n_random), n - n_random)
         return chosen + self.sample_new(n - len(chosen))
 
     # 1-2. the walk
-    def _anneal(self, keep: int) -> list[tuple[float, Schedule]]:
+    def _anneal(self, keep: int) -> list[tuple[float, Proposal]]:
         self._refill_chains()
         scores = self.score(self.chains)
-        top: dict[str, tuple[float, Schedule]] = {}
+        top: dict[str, tuple[float, Proposal]] = {}
         self._offer(top, self.chains, scores, keep)
         t0, t1 = self.temperature
         scale = float(np.std(scores)) or 1.0
@@ -82,7 +82,7 @@ class AnnealingSearch(SearchStrategy):
                 break
             self.chains.append(sch)
 
-    def _offer(self, top: dict, batch: list[Schedule], scores, keep: int) -> bool:
+    def _offer(self, top: dict, batch: list[Proposal], scores, keep: int) -> bool:
         """Add unproposed programs to the top-`keep` set; True if it changed."""
         changed = False
         for sch, score in zip(batch, scores):
@@ -97,7 +97,7 @@ class AnnealingSearch(SearchStrategy):
         return changed
 
     # 3. the batch
-    def _diverse(self, top: list[tuple[float, Schedule]], n: int) -> list[Schedule]:
+    def _diverse(self, top: list[tuple[float, Proposal]], n: int) -> list[Proposal]:
         """Greedy maximization of sum(score) + alpha * |knob values covered| (submodular)."""
         if not top:
             return []
@@ -116,13 +116,12 @@ class AnnealingSearch(SearchStrategy):
         return [top[k][1] for k in chosen]
 
     # acquisition
-    def score(self, batch: list[Schedule]) -> np.ndarray:
+    def score(self, batch: list[Proposal]) -> np.ndarray:
         if not batch:
             return np.zeros(0)
         if self.acquisition == "mean" or not hasattr(self.cost_model, "predict_with_std"):
             return self.predict(batch)
-        from tessel.measure import MeasureCandidate
-        cands = [MeasureCandidate(self.workload, s.func, s.trace) for s in batch]
+        cands = [p.candidate(self.workload) for p in batch]
         mean, std = (np.asarray(a, dtype=float) for a in self.cost_model.predict_with_std(cands))
         if self.acquisition == "ucb":
             return mean + self.kappa * std

@@ -3,20 +3,26 @@
     strategy = make_strategy("evolutionary", space, workload, cost_model=model, seed=0)
     strategy.warm_start(records)               # (trace, seconds) already in the database
     while budget:
-        batch = strategy.ask(16)               # distinct Schedules never proposed before
+        batch = strategy.ask(16)               # Proposals (trace + program) never proposed before
         results = measure(batch)
         strategy.tell(batch, results)
 
 A strategy proposes each program (by structural hash of the scheduled program) at most once,
 counting what the database already holds; `ask` returns fewer than asked, possibly none,
 when it cannot find anything new (the space is exhausted for it).
+
+A Proposal pairs the trace (replayable in the space: what the database stores and mutators
+change) with the program to build: the trace's schedule after the postprocessors, which also
+reject invalid programs before anything is built.
 """
 from __future__ import annotations
 
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,32 +31,48 @@ from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace
 
 MAX_SAMPLE_TRIES = 8  # per wanted sample, before a strategy calls the space exhausted
+# MetaSchedule's CPU defaults: how often each mutator is picked
+MUTATOR_PROBS = {"tile_size": 0.9, "compute_location": 0.05, "unroll": 0.03, "parallel": 0.02}
 
 
 class SearchError(ValueError):
     """A strategy that cannot run: unknown name, a space it does not support, bad settings."""
 
 
-def program_key(sch: Schedule) -> str:
-    return structural_hash(sch.func)
+@dataclass(frozen=True, eq=False)
+class Proposal:
+    trace: Trace  # replays in the space
+    func: PrimFunc  # the postprocessed program to build
+    knobs: tuple[Any, ...] | None = None  # a template config's knob choices
+
+    def candidate(self, workload: PrimFunc) -> MeasureCandidate:
+        return MeasureCandidate(workload, self.func, self.trace, self.knobs)
+
+
+def program_key(p: Proposal | Schedule) -> str:
+    return structural_hash(p.func)
 
 
 class SearchStrategy(ABC):
     name = "strategy"
 
-    def __init__(self, space, workload: PrimFunc, *, cost_model=None, seed: int = 0) -> None:
+    def __init__(self, space, workload: PrimFunc, *, cost_model=None, seed: int = 0,
+                 postprocs: Sequence[Any] = (), mutator_probs: Mapping[str, float] | None = None
+                 ) -> None:
         self.space, self.workload, self.cost_model = space, workload, cost_model
+        self.postprocs = list(postprocs)
         self.rng = random.Random(seed)
         self.seen: set[str] = set()
-        self.measured: list[tuple[Schedule, float]] = []  # (schedule, mean seconds; inf: error)
+        self.measured: list[tuple[Proposal, float]] = []  # (proposal, mean seconds; inf: error)
+        self.mutators = _mutators(mutator_probs or MUTATOR_PROBS)
 
     # ---- the interface ----
 
     @abstractmethod
-    def ask(self, n: int) -> list[Schedule]:
+    def ask(self, n: int) -> list[Proposal]:
         """Up to n new programs to measure."""
 
-    def tell(self, batch: Sequence[Schedule], results: Sequence[MeasureResult]) -> None:
+    def tell(self, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> None:
         for sch, res in zip(batch, results, strict=True):
             self.seen.add(program_key(sch))
             self.measured.append((sch, res.mean_secs))
@@ -69,27 +91,83 @@ class SearchStrategy(ABC):
 
     # ---- shared helpers ----
 
-    def replay(self, trace: Trace) -> Schedule | None:
+    def finalize(self, sch: Schedule | None) -> Proposal | None:
+        """The proposal of a schedule: its postprocessed program (None if a postprocessor
+        rejects it), and its knobs when the space is a template."""
+        if sch is None:
+            return None
+        final = sch
+        if self.postprocs:
+            from tessel.space import postprocess
+            final = postprocess(sch, self.postprocs)
+            if final is None:
+                return None
+        return Proposal(sch.trace, final.func, self._knobs(sch.trace))
+
+    def _knobs(self, trace: Trace) -> tuple[Any, ...] | None:
+        if not hasattr(self.space, "config_of"):
+            return None
         try:
-            return self.space.replay(self.workload, trace)
+            return self.space.config_of(self.workload, trace).choices
+        except ValueError:
+            return None
+
+    def replay(self, trace: Trace) -> Proposal | None:
+        try:
+            return self.finalize(self.space.replay(self.workload, trace))
         except (ScheduleError, ValueError):
             return None
 
-    def sample(self) -> Schedule | None:
-        """A random member of the space, or None when the space gives nothing valid."""
-        try:
-            return self.space.sample(self.workload, self.rng)
-        except (ScheduleError, ValueError):
+    def sample(self) -> Proposal | None:
+        """A random valid member of the space, or None when the space gives nothing valid."""
+        for _ in range(MAX_SAMPLE_TRIES):
+            try:
+                p = self.finalize(self.space.sample(self.workload, self.rng))
+            except (ScheduleError, ValueError):
+                return None
+            if p is not None:
+                return p
+        return None
+
+    def mutate(self, p: Proposal) -> Proposal | None:
+        """A valid neighbour of `p`, or None: for a template, one knob changed; otherwise one
+        decision changed by a mutator picked by `mutator_probs`."""
+        if hasattr(self.space, "mutate"):  # a space that mutates its own traces
+            return self.finalize(self.space.mutate(self.workload, p.trace, self.rng))
+        if hasattr(self.space, "config_space"):
+            return self._mutate_knob(p)
+        if not self.mutators:
             return None
+        mutator = self.rng.choices([m for m, _ in self.mutators],
+                                   weights=[w for _, w in self.mutators])[0]
+        trace = mutator.apply(self.workload, p.trace, self.rng, self.space, self.postprocs)
+        return self.replay(trace) if trace is not None else None
 
-    def mutate(self, sch: Schedule) -> Schedule | None:
-        """A neighbour of `sch` through the space's mutators, or None."""
-        return self.space.mutate(self.workload, sch.trace, self.rng)
+    def _mutate_knob(self, p: Proposal) -> Proposal | None:
+        cs = self.space.config_space(self.workload)
+        try:
+            choices = list(self.space.config_of(self.workload, p.trace).choices)
+        except ValueError:
+            return None
+        movable = [k for k, dim in enumerate(cs.dims) if dim > 1]
+        for _ in range(MAX_SAMPLE_TRIES):
+            if not movable:
+                return None
+            k = self.rng.choice(movable)
+            new = list(choices)
+            new[k] = self.rng.choice([c for c in range(cs.dims[k]) if c != choices[k]])
+            try:
+                out = self.finalize(self.space.apply_config(self.workload, cs.from_choices(new)))
+            except (ScheduleError, ValueError):
+                continue
+            if out is not None:
+                return out
+        return None
 
-    def take_new(self, candidates: Iterable[Schedule], n: int,
-                 taken: set[str] | None = None) -> list[Schedule]:
+    def take_new(self, candidates: Iterable[Proposal], n: int,
+                 taken: set[str] | None = None) -> list[Proposal]:
         """The first n candidates not proposed before (marking them proposed)."""
-        out: list[Schedule] = []
+        out: list[Proposal] = []
         taken = self.seen if taken is None else taken
         for sch in candidates:
             if len(out) >= n:
@@ -100,9 +178,9 @@ class SearchStrategy(ABC):
                 out.append(sch)
         return out
 
-    def sample_new(self, n: int) -> list[Schedule]:
+    def sample_new(self, n: int) -> list[Proposal]:
         """Up to n fresh random programs never proposed before."""
-        out: list[Schedule] = []
+        out: list[Proposal] = []
         for _ in range(n * MAX_SAMPLE_TRIES):
             if len(out) >= n:
                 break
@@ -111,16 +189,24 @@ class SearchStrategy(ABC):
                 out += self.take_new([sch], 1)
         return out
 
-    def best_measured(self, k: int) -> list[Schedule]:
+    def best_measured(self, k: int) -> list[Proposal]:
         ok = [(secs, i) for i, (_, secs) in enumerate(self.measured) if math.isfinite(secs)]
         return [self.measured[i][0] for _, i in sorted(ok)[:k]]
 
-    def predict(self, batch: Sequence[Schedule]) -> np.ndarray:
+    def predict(self, batch: Sequence[Proposal]) -> np.ndarray:
         """The cost model's scores (higher: predicted faster); zeros without a model."""
         if self.cost_model is None or not batch:
             return np.zeros(len(batch))
-        cands = [MeasureCandidate(self.workload, s.func, s.trace) for s in batch]
+        cands = [p.candidate(self.workload) for p in batch]
         return np.asarray(self.cost_model.predict(cands), dtype=float)
+
+
+def _mutators(probs: Mapping[str, float]) -> list[tuple[Any, float]]:
+    from tessel.space import MUTATORS
+    unknown = set(probs) - set(MUTATORS)
+    if unknown:
+        raise SearchError(f"unknown mutator(s) {sorted(unknown)}; known: {sorted(MUTATORS)}")
+    return [(MUTATORS[name](), w) for name, w in probs.items() if w > 0]
 
 
 def decision_items(trace: Trace) -> set[tuple[int, str]]:

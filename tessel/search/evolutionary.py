@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.schedule import Schedule
-from tessel.search.base import SearchError, SearchStrategy, program_key
+from tessel.search.base import Proposal, SearchError, SearchStrategy, program_key
 
 
 class EvolutionarySearch(SearchStrategy):
@@ -31,8 +30,8 @@ class EvolutionarySearch(SearchStrategy):
         self.init_measured_ratio, self.mutate_prob, self.epsilon = (init_measured_ratio,
                                                                     mutate_prob, epsilon)
 
-    def ask(self, n: int) -> list[Schedule]:
-        pool: dict[str, tuple[float, Schedule]] = {}  # every program scored, by key
+    def ask(self, n: int) -> list[Proposal]:
+        pool: dict[str, tuple[float, Proposal]] = {}  # every program scored, by key
         pop = self._initial_population()
         for gen in range(self.generations + 1):
             scores = self._score(pop, pool)
@@ -43,19 +42,19 @@ class EvolutionarySearch(SearchStrategy):
         batch = self.take_new(ranked, n - n_random)
         return batch + self.sample_new(n - len(batch))
 
-    def _initial_population(self) -> list[Schedule]:
+    def _initial_population(self) -> list[Proposal]:
         best = self.best_measured(int(self.population * self.init_measured_ratio))
         fresh = [s for s in (self.sample() for _ in range(self.population - len(best)))
                  if s is not None]
         return best + fresh
 
-    def _score(self, pop: list[Schedule], pool: dict[str, tuple[float, Schedule]]) -> np.ndarray:
+    def _score(self, pop: list[Proposal], pool: dict[str, tuple[float, Proposal]]) -> np.ndarray:
         scores = self.predict(pop)
         for sch, score in zip(pop, scores):
             pool.setdefault(program_key(sch), (float(score), sch))
         return scores
 
-    def _next_generation(self, pop: list[Schedule], scores: np.ndarray) -> list[Schedule]:
+    def _next_generation(self, pop: list[Proposal], scores: np.ndarray) -> list[Proposal]:
         ranks = np.argsort(np.argsort(-scores))  # 0 = best
         weights = 1.0 / (1.0 + ranks)
         parents = self.rng.choices(pop, weights=weights.tolist(), k=self.population)

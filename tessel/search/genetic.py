@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from tessel.schedule import Schedule, Trace
-from tessel.search.base import MAX_SAMPLE_TRIES, SearchError, SearchStrategy
+from tessel.schedule import Trace
+from tessel.search.base import MAX_SAMPLE_TRIES, Proposal, SearchError, SearchStrategy
 
 
 class GeneticSearch(SearchStrategy):
@@ -25,13 +25,13 @@ class GeneticSearch(SearchStrategy):
                               f"{population}, {mutate_prob})")
         self.population, self.mutate_prob = population, mutate_prob
 
-    def ask(self, n: int) -> list[Schedule]:
+    def ask(self, n: int) -> list[Proposal]:
         parents = [(sch, 1.0 / secs) for sch, secs in self.measured[-self.population * 4:]
                    if math.isfinite(secs) and secs > 0]
         if len(parents) < 2 or len(self.measured) < self.population:
             return self.sample_new(n)
         parents = sorted(parents, key=lambda p: -p[1])[: self.population]
-        out: list[Schedule] = []
+        out: list[Proposal] = []
         for _ in range(n * MAX_SAMPLE_TRIES):
             if len(out) >= n:
                 break
@@ -40,7 +40,7 @@ class GeneticSearch(SearchStrategy):
                 out += self.take_new([child], 1)
         return out + self.sample_new(n - len(out))
 
-    def _child(self, parents: list[tuple[Schedule, float]]) -> Schedule | None:
+    def _child(self, parents: list[tuple[Proposal, float]]) -> Proposal | None:
         weights = [fit for _, fit in parents]
         a, b = (p for p, _ in self.rng.choices(parents, weights=weights, k=2))
         child = self.replay(self._crossover(a.trace, b.trace))

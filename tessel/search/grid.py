@@ -2,8 +2,7 @@
 not build a valid schedule or were measured before."""
 from __future__ import annotations
 
-from tessel.schedule import Schedule
-from tessel.search.base import SearchError, SearchStrategy
+from tessel.search.base import Proposal, SearchError, SearchStrategy
 
 
 class GridSearch(SearchStrategy):
@@ -16,12 +15,16 @@ class GridSearch(SearchStrategy):
                               "none (use random, evolutionary or annealing)")
         self.next_index = 0
 
-    def ask(self, n: int) -> list[Schedule]:
-        out: list[Schedule] = []
-        size = len(self.space.config_space(self.workload))
-        while len(out) < n and self.next_index < size:
-            sch = self.space.from_index(self.workload, self.next_index)
+    def ask(self, n: int) -> list[Proposal]:
+        out: list[Proposal] = []
+        configs = self.space.config_space(self.workload)
+        while len(out) < n and self.next_index < configs.size:
+            config = configs.get(self.next_index)
             self.next_index += 1
-            if sch is not None:
-                out += self.take_new([sch], 1)
+            try:
+                p = self.finalize(self.space.apply_config(self.workload, config))
+            except ValueError:  # ScheduleError / SpaceError: an illegal config
+                continue
+            if p is not None:
+                out += self.take_new([p], 1)
         return out

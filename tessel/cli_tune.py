@@ -1,0 +1,166 @@
+"""The tuning commands of `tessel`: tune, best, report.
+
+    tessel tune GMM --trials 64                          a suite workload
+    tessel tune --op matmul --shape 512,256,384 --trials 128 --strategy annealing
+    tessel tune --op conv2d --shape 1,64,56,56,64,3,3 --attrs stride=1,padding=1
+    tessel best GMM                                      best record, its program and trace
+    tessel report GMM --out gmm.png                      tuning curves per run (PNG + table)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+DEFAULT_DB = "tessel.db"
+
+
+class CliError(ValueError):
+    """A command line that names no workload, an unknown op, a malformed shape or attribute."""
+
+
+def workload_from_args(args: argparse.Namespace):
+    """The PrimFunc a command line names: a suite workload or --op with --shape/--attrs."""
+    from tessel import ops
+    if args.workload and args.op:
+        raise CliError("name a suite workload or --op, not both")
+    if args.workload:
+        if args.workload not in ops.SUITE:
+            raise CliError(f"unknown workload {args.workload!r}; see `tessel ops`, or use --op")
+        return ops.SUITE[args.workload], args.workload
+    if not args.op:
+        raise CliError("name a suite workload (see `tessel ops`) or an operator with --op")
+    if args.op not in ops.FACTORIES:
+        raise CliError(f"unknown operator {args.op!r}; known: {', '.join(sorted(ops.FACTORIES))}")
+    shape = _ints(args.shape, "--shape") if args.shape else []
+    func = ops.FACTORIES[args.op](*shape, **_attrs(args.attrs))
+    return func, f"{args.op}[{args.shape or ''}]"
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise CliError(f"{flag} takes comma-separated integers, got {text!r}") from None
+
+
+def _attrs(text: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in filter(None, (text or "").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--attrs takes key=value pairs, got {item!r}")
+        out[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    return out
+
+
+def _runner(args: argparse.Namespace, target):
+    if args.runner == "local":
+        return None
+    if not (args.scheduler and args.device):
+        raise CliError("--runner dask needs --scheduler ADDRESS and --device KEY")
+    from tessel.measure import DaskRunner
+    return DaskRunner(args.scheduler, device=args.device, target=target)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    import tessel
+    func, label = workload_from_args(args)
+    target = tessel.Target("host")
+    result = tessel.tune(func, target, args.trials, space=args.space, strategy=args.strategy,
+                         cost_model=args.cost_model, database=args.db,
+                         runner=_runner(args, target), batch_size=args.batch_size,
+                         seed=args.seed, early_stopping=args.early_stopping, name=label)
+    if result.best_trace is None:
+        print(f"{label}: no valid program found in {args.trials} trials", file=sys.stderr)
+        return 1
+    new = len(result.history)
+    print(f"{label}: best {result.best_gflops:.1f} GFLOP/s ({result.best_seconds * 1e3:.4f} ms) "
+          f"after {result.trials_before + new} trials ({new} new) on {target}; records in "
+          f"{args.db}")
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    import tessel
+    from tessel.database import Database
+    from tessel.space import default_postprocs, final_func
+    func, label = workload_from_args(args)
+    target = tessel.Target("host")
+    top = Database(args.db).top_k(func, target, k=1)
+    if not top or top[0].trace_json is None:
+        print(f"{label}: {args.db} holds no valid record for {target}; run `tessel tune` first",
+              file=sys.stderr)
+        return 1
+    record, task = top[0], tessel.Task(func, target)
+    print(f"{label}: {task.gflops(record.mean_secs):.1f} GFLOP/s "
+          f"({record.mean_secs * 1e3:.4f} ms, {len(record.costs)} repeats, run {record.run!r})")
+    print("\n# trace\n" + record.trace().script())
+    sch = record.trace().apply(tessel.Schedule(func))
+    print("\n# program\n" + final_func(sch, default_postprocs(target)).script())
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import tessel
+    from tessel import report
+    from tessel.database import Database
+    func, label = workload_from_args(args)
+    target = tessel.Target("host")
+    records = Database(args.db).records(func, target)
+    if not records:
+        print(f"{label}: {args.db} holds no records for {target}", file=sys.stderr)
+        return 1
+    curves = report.curves_from_records(records, tessel.Task(func, target).flops)
+    print(report.table(curves))
+    if args.out:
+        print(f"saved {report.plot(curves, args.out, title=f'{label} on {target}')}")
+    return 0
+
+
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("workload", nargs="?", help="a suite workload (see `tessel ops`)")
+    p.add_argument("--op", help="an operator of tessel.ops (matmul, conv2d, softmax, ...)")
+    p.add_argument("--shape", help="the operator's positional sizes, e.g. 512,512,512")
+    p.add_argument("--attrs", help="keyword arguments, e.g. stride=2,padding=1")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"record database (default {DEFAULT_DB})")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("tune", help="search for a fast program of a workload")
+    add_workload_args(p)
+    p.add_argument("--trials", type=int, default=64, help="measurements in all (default 64)")
+    p.add_argument("--strategy", default="evolutionary",
+                   help="evolutionary, annealing, random, genetic or grid")
+    p.add_argument("--space", default="auto", help="auto, or a template name (matmul, ...)")
+    p.add_argument("--cost-model", default="xgb", help="xgb, xgb-reg, treegru, ensemble, random")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--early-stopping", type=int, default=None,
+                   help="stop after this many trials without improvement")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--runner", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", help="Dask scheduler address (with --runner dask)")
+    p.add_argument("--device", help="device key of the Dask pool (with --runner dask)")
+    p.set_defaults(fn=_guarded(cmd_tune))
+    p = sub.add_parser("best", help="the best record of a workload, its trace and program")
+    add_workload_args(p)
+    p.set_defaults(fn=_guarded(cmd_best))
+    p = sub.add_parser("report", help="tuning curves of a workload: table and PNG")
+    add_workload_args(p)
+    p.add_argument("--out", help="save the curves to this PNG file")
+    p.set_defaults(fn=_guarded(cmd_report))
+
+
+def _guarded(fn):
+    """Turn bad command-line input into a one-line error and exit status 2."""
+    def run(args: argparse.Namespace) -> int:
+        from tessel.database import DatabaseError
+        from tessel.ops import OpError
+        from tessel.space import SpaceError
+        from tessel.tune import TuneError
+        try:
+            return fn(args)
+        except (CliError, OpError, SpaceError, TuneError, DatabaseError) as err:
+            print(f"tessel {args.command}: {err}", file=sys.stderr)
+            return 2
+    return run

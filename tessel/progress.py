@@ -1,0 +1,52 @@
+"""The live progress line of a tuning run (tqdm, to stderr):
+
+    R18-C6  48/256 trials [01:10<05:03] best 96.2 GFLOP/s | 41.1 trials/min | errors: 2 runtime_error
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from tqdm import tqdm
+
+from tessel.measure import MeasureResult
+
+
+class TuneProgress:
+    def __init__(self, label: str, total: int, done: int = 0, flops: float = 0.0, *,
+                 enabled: bool = True, latency: Callable[[], float] | None = None) -> None:
+        """`latency`, for many tasks: a function giving the weighted total of their bests,
+        shown instead of one task's best GFLOP/s."""
+        self.flops, self.best_secs, self.errors = flops, float("inf"), Counter()
+        self.latency = latency
+        self.start, self.new = time.perf_counter(), 0
+        self.bar = tqdm(total=total, initial=min(done, total), desc=label, unit="trial",
+                        file=sys.stderr, disable=not enabled, dynamic_ncols=True,
+                        bar_format="{desc} {n_fmt}/{total_fmt} trials [{elapsed}<{remaining}]"
+                                   "{postfix}")
+
+    def update(self, results: Sequence[MeasureResult], best_secs: float) -> None:
+        self.best_secs = min(self.best_secs, best_secs)
+        self.errors.update(r.error_kind for r in results if not r.ok)
+        self.new += len(results)
+        self.bar.set_postfix_str(self.status(), refresh=False)
+        self.bar.update(len(results))
+
+    def status(self) -> str:
+        minutes = (time.perf_counter() - self.start) / 60
+        rate = self.new / minutes if minutes > 0 else 0.0
+        if self.latency is not None:
+            total = self.latency()
+            best = (f"total latency {total * 1e3:.3f} ms" if total < float("inf")
+                    else "some task has no valid result yet")
+        elif self.best_secs < float("inf"):
+            best = f"best {self.flops / self.best_secs / 1e9:.1f} GFLOP/s"
+        else:
+            best = "no valid result yet"
+        errors = ", ".join(f"{n} {kind}" for kind, n in sorted(self.errors.items())) or "none"
+        return f"{best} | {rate:.1f} trials/min | errors: {errors}"
+
+    def close(self) -> None:
+        self.bar.close()

@@ -1,0 +1,132 @@
+"""The SearchSpace interface and the spaces that wrap plain Python: functions and unions.
+
+A search space is a set of programs that all compute what one workload computes, given as
+*traces*. Every space answers three questions:
+
+    designs = space.designs(func)          # design-space traces (sampling instructions inside)
+    sch = space.sample(func, rng)          # one random member: a Schedule with its trace
+    sch = space.replay(func, trace)        # a trace (e.g. with mutated decisions) -> Schedule
+
+Rule spaces (tessel.space.rules) and template spaces (tessel.space.templates) are the two
+big families; `FunctionSpace` makes a space of any probabilistic program written as a Python
+function on a Schedule, and `UnionSpace` joins spaces.
+"""
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from typing import Callable, Sequence
+
+from tessel.ir import PrimFunc
+from tessel.ir.structural import structural_hash
+from tessel.schedule import Schedule, ScheduleError, Trace
+
+MAX_SAMPLE_TRIES = 16  # random draws per sample() before giving up
+
+
+class SpaceError(ValueError):
+    """A search space is malformed or does not fit a workload; the message says which part."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise SpaceError(msg)
+
+
+def fresh(trace: Trace) -> Trace:
+    """The trace with every decision dropped: replaying it samples anew."""
+    return Trace(trace.instructions)
+
+
+class SearchSpace(ABC):
+    """A design space of a workload, as traces. Subclasses implement `designs`."""
+
+    name = "space"
+
+    def __init__(self) -> None:
+        self._designs: dict[str, list[Trace]] = {}
+
+    @abstractmethod
+    def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:
+        """Run the space's program(s) once on `func`: one Schedule per design."""
+
+    def designs(self, func: PrimFunc) -> list[Trace]:
+        """The design-space traces of `func` (computed once per workload, then cached)."""
+        key = structural_hash(func)
+        if key not in self._designs:
+            self._designs[key] = [s.trace for s in self.generate(func)]
+        return self._designs[key]
+
+    def sample(self, func: PrimFunc, rng: random.Random) -> Schedule:
+        """A random member: a design replayed with fresh decisions."""
+        designs = self.designs(func)
+        last = ""
+        for _ in range(MAX_SAMPLE_TRIES):
+            design = rng.choice(designs)
+            try:
+                return fresh(design).apply(Schedule(func, seed=rng.randrange(2**31)))
+            except ScheduleError as err:
+                last = str(err)
+        raise SpaceError(f"{self.name}: no valid sample of {func.name} in {MAX_SAMPLE_TRIES} "
+                         f"tries (last error: {last})")
+
+    def replay(self, func: PrimFunc, trace: Trace) -> Schedule:
+        """Rebuild the schedule a trace describes (ScheduleError when it does not fit)."""
+        return trace.apply(Schedule(func))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+class FunctionSpace(SearchSpace):
+    """A probabilistic program given as `fn(sch)`, run afresh for every sample (so Python
+    control flow on sampled values is part of the space)."""
+
+    def __init__(self, fn: Callable[[Schedule], object], name: str | None = None) -> None:
+        super().__init__()
+        check(callable(fn), f"a function space needs a callable, got {fn!r}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "function")
+
+    def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:
+        sch = Schedule(func, seed=seed)
+        self.fn(sch)
+        return [sch]
+
+    def sample(self, func: PrimFunc, rng: random.Random) -> Schedule:
+        last = ""
+        for _ in range(MAX_SAMPLE_TRIES):
+            try:
+                return self.generate(func, seed=rng.randrange(2**31))[0]
+            except ScheduleError as err:
+                last = str(err)
+        raise SpaceError(f"{self.name}: no valid sample of {func.name} in {MAX_SAMPLE_TRIES} "
+                         f"tries (last error: {last})")
+
+
+class UnionSpace(SearchSpace):
+    """The union of several spaces: a sample comes from one of them, chosen uniformly."""
+
+    def __init__(self, spaces: Sequence[SearchSpace]) -> None:
+        super().__init__()
+        check(len(spaces) >= 1, "a union of spaces needs at least one space")
+        self.spaces = list(spaces)
+        self.name = " | ".join(s.name for s in self.spaces)
+
+    def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:
+        return [sch for space in self.spaces for sch in space.generate(func, seed)]
+
+    def sample(self, func: PrimFunc, rng: random.Random) -> Schedule:
+        return rng.choice(self.spaces).sample(func, rng)
+
+    def replay(self, func: PrimFunc, trace: Trace) -> Schedule:
+        errors = []
+        for space in self.spaces:
+            try:
+                return space.replay(func, trace)
+            except (ScheduleError, SpaceError) as err:
+                errors.append(f"{space.name}: {err}")
+        raise ScheduleError("no space of the union replays the trace: " + "; ".join(errors))
+
+
+__all__ = ["SpaceError", "check", "fresh", "SearchSpace", "FunctionSpace", "UnionSpace"]

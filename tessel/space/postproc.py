@@ -1,0 +1,283 @@
+"""Postprocessors: finish a sampled schedule and reject the ones that cannot be valid.
+
+Each postprocessor has `apply(sch)`, which transforms the schedule in place (recording its
+primitives in the trace) or raises SpaceError / ScheduleError when the program is invalid.
+`postprocess(sch, postprocs)` runs them on a copy and returns it, or None when one rejects
+the program (with `strict=True` it raises SpaceError naming the reason), so no invalid
+program is ever built or measured.
+
+    RewriteLayout                    pack a read in panels of the innermost tile (cache_read +
+                                     transform_layout) where MultiLevelTiling asked for it
+    RewriteReductionBlock            decompose_reduction at the outermost reduction loop
+    RewriteParallelVectorizeUnroll   root annotations of ParallelizeVectorizeUnroll -> fuse +
+                                     parallel, vectorize, pragma_auto_unroll_max_step
+    VerifyLoops                      one parallel loop per nest, vector and unroll limits
+    VerifyCodegen                    the program compacts and renders to C for the target
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from tessel import ir
+from tessel.ir import REDUCE, BlockRealize, For, PrimFunc
+from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
+from tessel.schedule.reduction import binding_vars
+from tessel.space.base import SpaceError, check
+from tessel.space.rules.base import leaf_blocks
+from tessel.space.rules.parallel import PARALLEL, UNROLL, VECTORIZE
+from tessel.space.rules.tiling import PACK, packable_read
+from tessel.target import Target
+
+MAX_UNROLL_STEP = 512  # the largest pragma_auto_unroll_max_step accepted
+MAX_UNROLLED_ITERATIONS = 4096  # product of the extents of nested "unrolled" loops
+
+
+class Postproc(Protocol):
+    def apply(self, sch: Schedule) -> None: ...
+
+
+def postprocess(sch: Schedule, postprocs: Sequence[Postproc],
+                strict: bool = False) -> Schedule | None:
+    """A postprocessed copy of `sch`, or None (strict: SpaceError) when it is invalid."""
+    out = sch.copy()
+    try:
+        for post in postprocs:
+            post.apply(out)
+    except (ScheduleError, SpaceError) as err:
+        if strict:
+            raise SpaceError(f"{type(post).__name__} rejects the program: {err}") from None
+        return None
+    return out
+
+
+def default_postprocs(target: Target, verify_codegen: bool = False) -> list[Postproc]:
+    """The CPU postprocessors; `verify_codegen` adds a C rendering check (it costs as much
+    Python time as the rendering a build does anyway)."""
+    lanes = target.vector_lanes("float32")
+    posts: list[Postproc] = [RewriteLayout(), RewriteReductionBlock(),
+                             RewriteParallelVectorizeUnroll(lanes=lanes), VerifyLoops()]
+    return posts + ([VerifyCodegen(target)] if verify_codegen else [])
+
+
+# ---- loop analysis --------------------------------------------------------------------------
+def is_spatial_loop(loop: For) -> bool:
+    """No block under the loop binds it to a reduction iter var."""
+    for r in ir.collect(loop.body, BlockRealize):
+        for iv, value in zip(r.block.iter_vars, r.iter_values):
+            if iv.kind == REDUCE and ir.uses_var(value, loop.loop_var):
+                return False
+    return True
+
+
+def fusible_prefix(sch: Schedule, loops: list[LoopRV]) -> list[int]:
+    """Extents of the outermost loops that can be fused into one parallel loop: serial,
+    spatial for every block under them, each the only child of the one above."""
+    extents = []
+    nodes = [sch.get(l) for l in loops]
+    for i, node in enumerate(nodes):
+        if node.kind != "serial" or not is_spatial_loop(node):
+            break
+        extents.append(node.extent)
+        if i + 1 < len(nodes) and node.body is not nodes[i + 1]:
+            break
+    return extents
+
+
+def parallel_plan(extents: list[int], max_extent: int) -> int:
+    """How many of the prefix loops to fuse: until the product exceeds max_extent."""
+    n, prod = 0, 1
+    for extent in extents:
+        n += 1
+        prod *= extent
+        if prod > max_extent:
+            break
+    return n if prod > 1 else 0
+
+
+# ---- postprocessors -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RewriteLayout:
+    """For blocks annotated meta_schedule.pack_read = 1: copy the packable read into a
+    buffer laid out as [j // t, <other dims>, j % t], t the extent of the block's innermost
+    loop (the vector tile), made by a pre-stage whose loops are (j // t, others, j % t)."""
+
+    def apply(self, sch: Schedule) -> None:
+        for block in leaf_blocks(sch.func):
+            if PACK not in block.annotations:
+                continue
+            rv = sch.get_block(block.name)
+            if block.annotations[PACK]:
+                self._pack(sch, rv)
+            sch.unannotate(rv, PACK)
+
+    def _pack(self, sch: Schedule, block: BlockRV) -> None:
+        index = packable_read(sch.get(block))
+        loops = sch.get_loops(block)
+        if index is None or not loops:
+            return
+        t = sch.get(loops[-1]).extent
+        node = sch.get(block)
+        last = [iv.var for iv in node.iter_vars if iv.kind != REDUCE][-1]
+        buf = node.reads[index].buffer
+        idx = next(l.indices for l in ir.collect(node.body, ir.BufferLoad) if l.buffer is buf)
+        dim = list(idx).index(last)
+        if t < 2 or not self._innermost_is(sch, block, loops[-1], last):
+            return
+        pack = sch.cache_read(block, index, "global")
+        names = [f"d{i}" for i in range(len(idx))]
+        rest = [n for i, n in enumerate(names) if i != dim]
+        outs = [f"{names[dim]} // {t}", *rest, f"{names[dim]} % {t}"]
+        sch.transform_layout(block, index, "read",
+                             f"lambda {', '.join(names)}: ({', '.join(outs)})")
+        pack_loops = sch.get_loops(pack)
+        outer, inner = sch.split(pack_loops[dim], [None, t])
+        others = [l for i, l in enumerate(pack_loops) if i != dim]
+        sch.reorder(outer, *others, inner)
+
+    @staticmethod
+    def _innermost_is(sch: Schedule, block: BlockRV, loop: LoopRV, var: ir.Var) -> bool:
+        """Whether `loop` feeds only iter var `var` of the block, as its finest term."""
+        realize = tree.find_realize(sch.func, sch.get(block).name)
+        lv = sch.get(loop).loop_var
+        users = [iv.var for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+                 if ir.uses_var(v, lv)]
+        return users == [var]
+
+
+@dataclass(frozen=True)
+class RewriteReductionBlock:
+    def apply(self, sch: Schedule) -> None:
+        for block in leaf_blocks(sch.func):
+            if block.init is None:
+                continue
+            rv = sch.get_block(block.name)
+            realize = tree.find_realize(sch.func, block.name)
+            reduce = binding_vars(realize, REDUCE)
+            loop = next((l for l in sch.get_loops(rv) if sch.get(l).loop_var in reduce), None)
+            if loop is None:
+                continue
+            try:
+                sch.decompose_reduction(rv, loop)
+            except ScheduleError:
+                continue  # the init stays in the block; the code generator handles it
+
+
+@dataclass(frozen=True)
+class RewriteParallelVectorizeUnroll:
+    lanes: int = 8
+
+    def apply(self, sch: Schedule) -> None:
+        root = sch.get_block(sch.func.body.block.name)
+        ann = dict(sch.get(root).annotations)
+        for block in leaf_blocks(sch.func):
+            rv = sch.get_block(block.name)
+            if ann.get(PARALLEL, 0) > 0:
+                self._parallel(sch, rv, ann[PARALLEL])
+            if ann.get(VECTORIZE, 0) > 0:
+                self._vectorize(sch, rv, ann[VECTORIZE])
+        if ann.get(UNROLL, 0) > 0:
+            self._unroll(sch, ann[UNROLL])
+        for key in (PARALLEL, VECTORIZE, UNROLL):
+            if key in ann:
+                sch.unannotate(root, key)
+
+    def _parallel(self, sch: Schedule, block: BlockRV, max_extent: int) -> None:
+        loops = sch.get_loops(block)
+        if not loops or any(n.kind == "parallel" for n in ir.collect(sch.get(loops[0]), For)):
+            return
+        n = parallel_plan(fusible_prefix(sch, loops), max_extent)
+        if n >= 1:
+            sch.parallel(sch.fuse(*loops[:n]) if n > 1 else loops[0])
+
+    def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int) -> None:
+        loops = sch.get_loops(block)
+        if not loops or not isinstance(sch.get(loops[-1]).body, BlockRealize):
+            return
+        chosen: list[LoopRV] = []
+        prod = 1
+        for loop in reversed(loops):
+            node = sch.get(loop)
+            ok = node.kind == "serial" and is_spatial_loop(node) and prod * node.extent <= max_extent
+            if not ok or (chosen and (prod >= self.lanes or sch.get(chosen[0]) is not node.body)):
+                break
+            chosen.insert(0, loop)
+            prod *= node.extent
+        if prod > 1:
+            sch.vectorize(sch.fuse(*chosen) if len(chosen) > 1 else chosen[0])
+
+    def _unroll(self, sch: Schedule, max_step: int) -> None:
+        seen = set()
+        for block in leaf_blocks(sch.func):
+            loops = sch.get_loops(sch.get_block(block.name))
+            if not loops or sch.get(loops[0]).loop_var in seen:
+                continue
+            seen.add(sch.get(loops[0]).loop_var)
+            sch.annotate(loops[0], "pragma_auto_unroll_max_step", max_step)
+            sch.annotate(loops[0], "pragma_unroll_explicit", 1)
+
+
+@dataclass(frozen=True)
+class VerifyLoops:
+    """CPU limits: no thread binding, one parallel loop in a nest, vectorized extents at most
+    max_vectorize_extent, bounded unrolling."""
+
+    max_vectorize_extent: int = 64
+    max_unroll_step: int = MAX_UNROLL_STEP
+    max_unrolled: int = MAX_UNROLLED_ITERATIONS
+
+    def apply(self, sch: Schedule) -> None:
+        self._walk(sch.func.body, parallel=None, unrolled=1)
+
+    def _walk(self, node: object, parallel: For | None, unrolled: int) -> None:
+        if isinstance(node, For):
+            parallel, unrolled = self._check(node, parallel, unrolled)
+        for child in ir.children(node):
+            if isinstance(child, ir.Stmt):
+                self._walk(child, parallel, unrolled)
+
+    def _check(self, loop: For, parallel: For | None, unrolled: int) -> tuple[For | None, int]:
+        name = loop.loop_var.name
+        check(loop.kind != "thread_binding", f"loop {name} is bound to a GPU thread on a CPU")
+        if loop.kind == "parallel":
+            check(parallel is None, f"parallel loop {name} is nested in parallel loop "
+                                    f"{parallel.loop_var.name if parallel else ''}")
+            parallel = loop
+        if loop.kind == "vectorized":
+            check(loop.extent <= self.max_vectorize_extent, f"vectorized loop {name} has "
+                  f"extent {loop.extent} > max_vectorize_extent {self.max_vectorize_extent}")
+        step = loop.annotations.get("pragma_auto_unroll_max_step", 0)
+        check(not isinstance(step, int) or step <= self.max_unroll_step,
+              f"loop {name}: pragma_auto_unroll_max_step {step} > {self.max_unroll_step}")
+        if loop.kind == "unrolled":
+            unrolled *= loop.extent
+            check(unrolled <= self.max_unrolled, f"unrolled loops down to {name} make "
+                                                 f"{unrolled} > {self.max_unrolled} copies")
+        return parallel, unrolled
+
+
+@dataclass(frozen=True)
+class VerifyCodegen:
+    """The program compacts and renders to C (no compiler run)."""
+
+    target: Target
+
+    def apply(self, sch: Schedule) -> None:
+        from tessel.codegen.c import CodegenError, generate_c
+        from tessel.passes import compact_buffers
+        try:
+            generate_c(compact_buffers(sch.func), self.target)
+        except CodegenError as err:
+            raise SpaceError(f"code generation fails: {err}") from None
+
+
+def final_func(sch: Schedule, postprocs: Sequence[Postproc]) -> PrimFunc:
+    """The postprocessed program (SpaceError when a postprocessor rejects it)."""
+    out = postprocess(sch, postprocs, strict=True)
+    assert out is not None
+    return out.func
+
+
+__all__ = ["Postproc", "postprocess", "default_postprocs", "final_func", "is_spatial_loop",
+           "fusible_prefix", "parallel_plan", "RewriteLayout", "RewriteReductionBlock",
+           "RewriteParallelVectorizeUnroll", "VerifyLoops", "VerifyCodegen", "MAX_UNROLL_STEP"]

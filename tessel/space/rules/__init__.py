@@ -1,0 +1,29 @@
+"""MetaSchedule-style schedule rules and the rule space (see base.py).
+
+    default_rules(target)   AutoInline, AddRFactor, MultiLevelTiling,
+                            ParallelizeVectorizeUnroll, RandomComputeLocation
+"""
+from tessel.space.rules.base import RuleSpace, ScheduleRule, leaf_blocks
+from tessel.space.rules.compute_location import RandomComputeLocation
+from tessel.space.rules.inline import AutoInline
+from tessel.space.rules.parallel import ParallelizeVectorizeUnroll
+from tessel.space.rules.rfactor import AddRFactor
+from tessel.space.rules.tiling import MultiLevelTiling
+from tessel.target import Target
+
+RULES = {
+    "auto_inline": AutoInline, "add_rfactor": AddRFactor, "multi_level_tiling": MultiLevelTiling,
+    "parallelize_vectorize_unroll": ParallelizeVectorizeUnroll,
+    "random_compute_location": RandomComputeLocation,
+}
+
+
+def default_rules(target: Target) -> list[ScheduleRule]:
+    """The CPU rules of MetaSchedule, in its order."""
+    return [AutoInline(), AddRFactor(cores=target.cores), MultiLevelTiling(),
+            ParallelizeVectorizeUnroll(cores=target.cores), RandomComputeLocation()]
+
+
+__all__ = ["RuleSpace", "ScheduleRule", "RULES", "default_rules", "leaf_blocks", "AutoInline",
+           "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
+           "RandomComputeLocation"]

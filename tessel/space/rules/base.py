@@ -1,0 +1,128 @@
+"""Schedule rules (MetaSchedule's transformation modules) and their post-order application.
+
+A rule is a small object with one method, `apply(sch, block) -> list[Schedule]`: it analyses
+one block and transforms the schedule, possibly forking it into several designs (each a
+schedule of its own), or returns `[sch]` when it does not apply. `RuleSpace` applies a list
+of rules to every block of a program, consumers before producers (so a producer sees the
+tiled loops of its consumers when it picks a compute location), and records the designs'
+traces:
+
+    space = RuleSpace([AutoInline(), MultiLevelTiling(), ParallelizeVectorizeUnroll(cores=2)])
+    traces = space.designs(func)
+    sch = space.sample(func, random.Random(0))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from tessel import ir
+from tessel.ir import REDUCE, Block, BlockRealize, PrimFunc, Var
+from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
+from tessel.schedule.trace import PURE_KINDS
+from tessel.space.base import SearchSpace, check
+
+
+class ScheduleRule(Protocol):
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]: ...
+
+
+class RuleSpace(SearchSpace):
+    """The design space that a list of rules generates on any program."""
+
+    def __init__(self, rules: Sequence[ScheduleRule], name: str | None = None) -> None:
+        super().__init__()
+        check(len(rules) >= 1, "a rule space needs at least one rule")
+        for rule in rules:
+            check(callable(getattr(rule, "apply", None)),
+                  f"{rule!r} is not a schedule rule (it has no apply(sch, block) method)")
+        self.rules = list(rules)
+        self.name = name or "rules(" + ", ".join(type(r).__name__ for r in self.rules) + ")"
+
+    def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:
+        states = [Schedule(func, seed=seed)]
+        for name in reversed([b.name for b in leaf_blocks(func)]):
+            for rule in self.rules:
+                states = [out for sch in states for out in _apply(rule, sch, name)]
+        check(any(_transformed(s) for s in states),
+              f"{self.name} match no block of {func.name} (blocks: "
+              f"{', '.join(b.name for b in leaf_blocks(func))})")
+        for sch in states:
+            sch.trace = sch.trace.simplified()
+        return states
+
+
+def _apply(rule: ScheduleRule, sch: Schedule, name: str) -> list[Schedule]:
+    if name not in {b.name for b in ir.blocks(sch.func.body)}:
+        return [sch]  # inlined by an earlier rule
+    trial = sch.copy()
+    try:
+        out = rule.apply(trial, trial.get_block(name))
+    except ScheduleError:
+        return [sch]
+    return out or [sch]
+
+
+def _transformed(sch: Schedule) -> bool:
+    return any(i.kind not in PURE_KINDS for i in sch.trace.instructions)
+
+
+# ---- block analysis shared by the rules -----------------------------------------------------
+def leaf_blocks(func: PrimFunc) -> list[Block]:
+    """Blocks without blocks inside, in program order."""
+    return [b for b in ir.blocks(func.body)
+            if b is not func.body.block and not ir.collect(b.body, BlockRealize)]
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """A loop of a block whose binding is exactly one iter var."""
+
+    loop: LoopRV
+    extent: int
+    kind: str  # the iter var kind: "spatial" or "reduce"
+
+
+def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
+    """The block's loops, each binding exactly one of its iter vars directly (an untiled
+    block), or None when the bindings are anything else."""
+    realize = block_realize(sch, block)
+    loops = sch.get_loops(block)
+    nodes = [sch.get(l) for l in loops]
+    by_var = {n.loop_var: (l, n) for l, n in zip(loops, nodes)}
+    if len(realize.iter_values) != len(loops) or not _is_true(realize.predicate):
+        return None
+    infos = []
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if not isinstance(value, Var) or value not in by_var:
+            return None
+        loop, node = by_var.pop(value)
+        infos.append((nodes.index(node), LoopInfo(loop, node.extent, iv.kind)))
+    return [info for _, info in sorted(infos, key=lambda x: x[0])]
+
+
+def block_realize(sch: Schedule, block: BlockRV) -> BlockRealize:
+    return tree.find_realize(sch.func, sch.get(block).name)
+
+
+def _is_true(cond: ir.Expr) -> bool:
+    return isinstance(cond, ir.IntImm) and bool(cond.value)
+
+
+def is_reduction(block: Block) -> bool:
+    return any(iv.kind == REDUCE for iv in block.iter_vars)
+
+
+def writes_output(func: PrimFunc, block: Block) -> bool:
+    return bool(ir.written_buffers(block) & set(func.params))
+
+
+def has_data_reuse(block: Block) -> bool:
+    """Some read does not depend on some spatial iter var (so tiling can reuse it)."""
+    spatial = [iv.var for iv in block.iter_vars if iv.kind != REDUCE]
+    return any(not all(any(ir.uses_var(rg.min, v) for rg in r.region) for v in spatial)
+               for r in block.reads) if spatial else False
+
+
+__all__ = ["ScheduleRule", "RuleSpace", "leaf_blocks", "LoopInfo", "simple_loops", "block_realize",
+           "is_reduction", "writes_output", "has_data_reuse"]

@@ -1,0 +1,47 @@
+"""AutoInline: inline elementwise producers into their consumers, or fold an elementwise
+consumer into its producer (MetaSchedule's AutoInline with CPU defaults)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessel import ir
+from tessel.ir import Block, BufferStore
+from tessel.schedule import BlockRV, Schedule, ScheduleError
+from tessel.space.rules.base import is_reduction
+
+
+@dataclass(frozen=True)
+class AutoInline:
+    """`into_consumer`: compute_inline a spatial single-store block (transposes, exp, ...);
+    `into_producer`: otherwise reverse_compute_inline it (epilogues such as bias add, ReLU).
+    Blocks with a condition in their value (padding) are left to RandomComputeLocation
+    unless `allow_if_then_else`, as MetaSchedule does on CPUs."""
+
+    into_consumer: bool = True
+    into_producer: bool = True
+    allow_if_then_else: bool = False
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        node = sch.get(block)
+        if is_reduction(node) or not isinstance(node.body, BufferStore) or node.init is not None:
+            return [sch]
+        if not self.allow_if_then_else and has_condition(node):
+            return [sch]
+        for wanted, primitive in ((self.into_consumer, sch.compute_inline),
+                                  (self.into_producer, sch.reverse_compute_inline)):
+            if not wanted:
+                continue
+            try:
+                primitive(block)  # a failed primitive leaves the schedule unchanged
+                return [sch]
+            except ScheduleError:
+                continue
+        return [sch]
+
+
+def has_condition(block: Block) -> bool:
+    return bool(ir.collect(block.body, ir.Select)) or any(
+        c.name == "if_then_else" for c in ir.collect(block.body, ir.Call))
+
+
+__all__ = ["AutoInline", "has_condition"]

@@ -1,0 +1,137 @@
+"""MultiLevelTiling: tile a reduction block with data reuse into the CPU structure "SSRSRS".
+
+Every spatial loop is split into as many tiles as the structure has "S" levels, every
+reduction loop into as many as it has "R" levels, with sample_perfect_tile, and the tiles are
+reordered level by level. For matmul:
+
+    i0 j0 | i1 j1 | k0 | i2 j2 | k1 | i3 j3        (S S R S R S)
+
+Write-cache options fork the design: accumulate in place, or in a "local" buffer
+(cache_write) whose copy-out block runs at the end of S level 1 or 2 (reverse_compute_at),
+with an elementwise consumer (bias add, batch norm + ReLU) folded into the copy-out. The
+innermost spatial tile is at most max_innermost_factor (64: eight AVX2 vectors), so that
+ParallelizeVectorizeUnroll can vectorize it and the local tile can live in registers.
+Extent-1 loops are left untiled, in place. When a read is indexed by the innermost spatial
+iter var (B in matmul), a sampled choice (block annotation meta_schedule.pack_read) asks the
+RewriteLayout postprocessor to pack it in panels of the final innermost tile (TVM's layout
+rewrite): cache_read + transform_layout, decided after the tile sizes are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessel import ir
+from tessel.ir import REDUCE, Block, BufferLoad
+from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
+from tessel.space.base import check
+from tessel.space.rules.base import has_data_reuse, is_reduction, simple_loops
+
+WRITE_CACHE_SCOPE = "local"
+TILED = "meta_schedule.tiling_structure"  # block annotation: RandomComputeLocation skips it
+PACK = "meta_schedule.pack_read"  # block annotation: 1 = RewriteLayout packs a parameter read
+
+
+@dataclass(frozen=True)
+class MultiLevelTiling:
+    structure: str = "SSRSRS"
+    max_innermost_factor: int = 64
+    max_innermost_reduce_factor: int = 256
+    write_cache_levels: tuple[int, ...] = (2, 1)  # after which S level the copy-out runs
+    allow_no_write_cache: bool = True
+    pack_reads: bool = True
+
+    def __post_init__(self) -> None:
+        check(set(self.structure) <= {"S", "R"} and "S" in self.structure,
+              f"MultiLevelTiling: structure {self.structure!r} must be made of S and R")
+        n_s = self.structure.count("S")
+        check(all(1 <= lvl <= n_s for lvl in self.write_cache_levels),
+              f"MultiLevelTiling: write_cache_levels {self.write_cache_levels} must be in "
+              f"1..{n_s}")
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        node = sch.get(block)
+        if not is_reduction(node) or node.init is None or not has_data_reuse(node):
+            return [sch]
+        if simple_loops(sch, block) is None:
+            return [sch]
+        options: list[int | None] = [None] if self.allow_no_write_cache else []
+        options += list(self.write_cache_levels)
+        designs = []
+        for level in options:
+            trial = sch.copy()
+            try:
+                self.tile(trial, block, level)
+            except ScheduleError:
+                continue
+            designs.append(trial)
+        return designs or [sch]
+
+    def tile(self, sch: Schedule, block: BlockRV, write_level: int | None) -> list[list[LoopRV]]:
+        """Tile `block`; with write_level, accumulate in a local buffer copied out at the
+        end of that S level. Returns the loops of each level."""
+        levels = self._split(sch, block)
+        sch.annotate(block, TILED, self.structure)
+        if self.pack_reads and packable_read(sch.get(block)) is not None:
+            sch.annotate(block, PACK, sch.sample_categorical([0, 1], [0.5, 0.5]))
+        flat = [loop for level in levels for loop in level]
+        if len(flat) > 1:
+            sch.reorder(*flat)
+        if write_level is not None:
+            s_levels = [lvl for lvl, c in zip(levels, self.structure) if c == "S"]
+            at = next((lvl[-1] for lvl in reversed(s_levels[:write_level]) if lvl), None)
+            if at is None:
+                raise ScheduleError("MultiLevelTiling: no loop to put the write cache under")
+            cache_write_at(sch, block, at)
+        return levels
+
+    def _split(self, sch: Schedule, block: BlockRV) -> list[list[LoopRV]]:
+        levels: list[list[LoopRV]] = [[] for _ in self.structure]
+        for info in simple_loops(sch, block) or []:
+            if info.extent == 1:
+                continue
+            code = "R" if info.kind == REDUCE else "S"
+            where = [i for i, c in enumerate(self.structure) if c == code]
+            if len(where) == 1:
+                levels[where[0]].append(info.loop)
+                continue
+            limit = (self.max_innermost_reduce_factor if code == "R"
+                     else self.max_innermost_factor)
+            factors = sch.sample_perfect_tile(info.loop, len(where), limit)
+            for i, loop in zip(where, sch.split(info.loop, factors)):
+                levels[i].append(loop)
+        return levels
+
+
+def packable_read(block: Block) -> int | None:
+    """The index of a read of `block` from a buffer loaded at one index tuple whose last
+    spatial iter var is exactly one dimension (B[k, j] of C[i, j] += A[i, k] * B[k, j]):
+    packing it in panels of the innermost tile makes the vector loads contiguous."""
+    spatial = [iv.var for iv in block.iter_vars if iv.kind != REDUCE]
+    if not spatial:
+        return None
+    last = spatial[-1]
+    for index, region in enumerate(block.reads):
+        loads = {l.indices for l in ir.collect(block.body, BufferLoad) if l.buffer is region.buffer}
+        if len(loads) != 1 or region.buffer in ir.written_buffers(block):
+            continue
+        idx = next(iter(loads))
+        if sum(ir.uses_var(i, last) for i in idx) == 1 and last in idx and len(idx) >= 2:
+            return index
+    return None
+
+
+def cache_write_at(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:
+    """Accumulate `block` in a local buffer, fold a single elementwise consumer into the
+    copy-out block when possible, and move the copy-out under `at`."""
+    out = sch.cache_write(block, 0, WRITE_CACHE_SCOPE)
+    consumers = sch.get_consumers(out)
+    if len(consumers) == 1:
+        try:
+            sch.reverse_compute_inline(consumers[0])
+        except ScheduleError:
+            pass
+    sch.reverse_compute_at(out, at)
+    return out
+
+
+__all__ = ["MultiLevelTiling", "cache_write_at", "packable_read", "TILED", "PACK"]

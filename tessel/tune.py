@@ -1,0 +1,299 @@
+"""tune() and apply_best(): the one place where space, strategy, cost model, builder, runner and
+database are wired together.
+
+    result = tessel.tune(ops.SUITE["GMM"], trials=64, database="tessel.db")
+    result.best_seconds, result.best_gflops, result.best_trace, result.module
+    mod = tessel.apply_best(ops.SUITE["GMM"], database="tessel.db")
+
+A run resumes from the database: the trials already stored for this workload and target count
+toward `trials`, warm the cost model and are never proposed again. Every batch is committed
+as soon as it is measured, so a killed run loses at most the batch in flight. At the end the
+best few programs are measured again and the winner is the best re-measured one.
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tessel import cost_model as cost_models
+from tessel.codegen import Module, build
+from tessel.database import Database
+from tessel.ir import PrimFunc
+from tessel.measure import LocalBuilder, LocalRunner, MeasureResult
+from tessel.progress import TuneProgress
+from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.search import MODEL_BASED, Proposal, SearchStrategy, make_strategy
+from tessel.space import SpaceError, default_postprocs, final_func, make_space
+from tessel.target import Target
+from tessel.task import Task
+
+
+class TuneError(ValueError):
+    """Bad tuning arguments, or (strict mode) nothing tuned for a workload."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measurement of a run: its index among the workload's trials, its mean seconds (inf
+    for an error) and the best seconds so far."""
+    index: int
+    seconds: float
+    best_seconds: float
+    error_kind: str | None = None
+
+
+@dataclass
+class TuneResult:
+    task: Task
+    best_seconds: float
+    best_trace: Trace | None
+    best_func: PrimFunc
+    history: list[Trial] = field(default_factory=list)
+    module: Module | None = None
+    trials_before: int = 0
+
+    @property
+    def best_gflops(self) -> float:
+        return self.task.gflops(self.best_seconds)
+
+
+@dataclass
+class _Run:
+    task: Task
+    strategy: SearchStrategy
+    model: Any
+    db: Database
+    builder: Any
+    runner: Any
+    label: str = ""  # the run's name in the database (tuning curves group by it)
+    history: list[Trial] = field(default_factory=list)
+    best_seconds: float = math.inf
+    done: int = 0
+    last_gain: int = 0  # trial count at the last improvement
+
+
+def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
+         space: Any = "auto", strategy: str | SearchStrategy = "evolutionary",
+         cost_model: str | Any = "xgb", database: str | Path | Database | None = None,
+         runner: Any = None, builder: Any = None, batch_size: int = 16, seed: int = 0,
+         early_stopping: int | None = None, rerun_top: int = 3, name: str = "",
+         progress: bool = True, strategy_options: dict | None = None) -> TuneResult:
+    """Search for a fast program of `func` on `target` within `trials` measurements in all
+    (those already in the database included). Returns the best program found, built."""
+    _check_args(func, trials, batch_size, early_stopping)
+    task = Task(func, target if target is not None else Target("host"), name)
+    run = _setup(task, space, strategy, cost_model, database, runner, builder, seed,
+                 strategy_options or {})
+    try:
+        before = _resume(run)
+        bar = TuneProgress(task.label, trials, run.done, task.flops, enabled=progress)
+        try:
+            _loop(run, trials, batch_size, early_stopping, bar)
+        finally:
+            bar.close()
+        return _finish(run, rerun_top, before)
+    finally:
+        _close_owned(run, builder, runner)
+
+
+def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient",
+               space: Any = "auto", strategy: str = "evolutionary", cost_model: str | Any = "xgb",
+               database: str | Path | Database | None = None, runner: Any = None,
+               builder: Any = None, batch_size: int = 16, seed: int = 0, rerun_top: int = 3,
+               progress: bool = True, strategy_options: dict | None = None
+               ) -> list[TuneResult]:
+    """Tune many tasks (e.g. the layers of a model) within `trials` measurements in all: the
+    task scheduler gives each round of `batch_size` trials to one task. One cost model, builder,
+    runner and database serve every task."""
+    from tessel.scheduler import TaskScheduler
+    if not tasks:
+        raise TuneError("tune_tasks needs at least one task")
+    _check_args(tasks[0].workload, trials, batch_size, None)
+    target = tasks[0].target
+    model = cost_models.make(cost_model) if isinstance(cost_model, str) else cost_model
+    db = _open_database(database)
+    given_builder, given_runner = builder, runner
+    builder = builder if builder is not None else LocalBuilder(target)
+    runner = runner if runner is not None else LocalRunner(target)
+    runs = [_setup(t, space, strategy, model, db, runner, builder, seed + k,
+                   strategy_options or {}) for k, t in enumerate(tasks)]
+    before = [_resume(run) for run in runs]
+    try:
+        return _tune_rounds(runs, before, TaskScheduler(tasks, scheduler, seed=seed), trials,
+                            batch_size, rerun_top, progress)
+    finally:
+        _close_owned(runs[0], given_builder, given_runner)
+
+
+def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
+                 batch_size: int, rerun_top: int, progress: bool) -> list[TuneResult]:
+    for k, run in enumerate(runs):
+        if run.done:
+            sched.record(k, run.done, run.best_seconds)
+    bar = TuneProgress(f"{len(runs)} tasks", trials, sum(before), enabled=progress,
+                       latency=sched.total_latency)
+    try:
+        while sum(r.done for r in runs) < trials and (k := sched.next_task()) is not None:
+            left = trials - sum(r.done for r in runs)
+            if not _round(runs[k], min(batch_size, left), bar):
+                sched.finish(k)
+            sched.record(k, runs[k].done, runs[k].best_seconds)
+    finally:
+        bar.close()
+    return [_finish(run, rerun_top, b) for run, b in zip(runs, before)]
+
+
+def apply_best(func: PrimFunc, target: Target | None = None,
+               database: str | Path | Database = "tessel.db", *, strict: bool = False) -> Module:
+    """Build the best program the database knows for `func` on `target`. With nothing stored,
+    warn and build the unscheduled program (strict: raise TuneError)."""
+    target = target if target is not None else Target("host")
+    db = database if isinstance(database, Database) else Database(database)
+    for record in db.top_k(func, target, k=5):
+        if record.trace_json is None:
+            continue
+        try:
+            sch = record.trace().apply(Schedule(func))
+            return build(final_func(sch, default_postprocs(target)), target)
+        except (ScheduleError, SpaceError):
+            continue  # recorded by an older tessel whose primitives differ: try the next
+    msg = (f"the database {db.path} holds no valid tuning record of {func.name} for target "
+           f"{target}; run `tessel tune` first")
+    if strict:
+        raise TuneError(msg)
+    warnings.warn(msg + " (building the unscheduled program)", stacklevel=2)
+    return build(func, target)
+
+
+# ---- steps ----
+
+def _check_args(func: PrimFunc, trials: int, batch_size: int, early: int | None) -> None:
+    if not isinstance(func, PrimFunc):
+        raise TuneError(f"tune needs a PrimFunc (e.g. tessel.ops.SUITE['GMM']), got "
+                        f"{type(func).__name__}")
+    for label, value in (("trials", trials), ("batch_size", batch_size)):
+        if not isinstance(value, int) or value < 1:
+            raise TuneError(f"{label} must be a positive int, got {value!r}")
+    if early is not None and (not isinstance(early, int) or early < 1):
+        raise TuneError(f"early_stopping must be None or a positive int, got {early!r}")
+
+
+def _setup(task: Task, space: Any, strategy: Any, cost_model: Any, database: Any, runner: Any,
+           builder: Any, seed: int, options: dict) -> _Run:
+    space = make_space(space, task.target)
+    model = cost_models.make(cost_model) if isinstance(cost_model, str) else cost_model
+    uses_model = isinstance(strategy, SearchStrategy) or strategy in MODEL_BASED
+    search = make_strategy(strategy, space, task.workload, seed=seed,
+                           cost_model=model if uses_model else None,
+                           postprocs=default_postprocs(task.target), **options)
+    db = _open_database(database)
+    builder = builder if builder is not None else LocalBuilder(task.target)
+    runner = runner if runner is not None else LocalRunner(task.target)
+    label = f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    return _Run(task, search, model, db, builder, runner, label)
+
+
+def _close_owned(run: _Run, builder: Any, runner: Any) -> None:
+    """Close the builder and runner that tune() made itself (not those it was given)."""
+    for given, made in ((builder, run.builder), (runner, run.runner)):
+        if given is None and hasattr(made, "close"):
+            made.close()
+
+
+def _open_database(database: Any) -> Database:
+    if isinstance(database, Database):
+        return database
+    if database is None:  # a throwaway database: nothing is kept after the run
+        database = Path(tempfile.mkdtemp(prefix="tessel-")) / "records.db"
+    return Database(database)
+
+
+def _resume(run: _Run) -> int:
+    """Feed the records already stored to the strategy and the model; return their count."""
+    records = run.db.records(run.task.workload, run.task.target)
+    proposals, results = [], []
+    for record in records:
+        trace = record.trace()
+        p = run.strategy.replay(trace) if trace is not None else None
+        if p is not None:
+            proposals.append(p)
+            results.append(record.result())
+    if proposals:
+        run.strategy.tell(proposals, results)
+        _update_model(run, proposals, results)
+    run.done = run.last_gain = len(records)
+    run.best_seconds = min((r.mean_secs for r in records), default=math.inf)
+    return run.done
+
+
+def _loop(run: _Run, trials: int, batch_size: int, early: int | None, bar: TuneProgress) -> None:
+    while run.done < trials:
+        if not _round(run, min(batch_size, trials - run.done), bar):
+            break  # nothing new left in the space
+        if early is not None and run.done - run.last_gain >= early:
+            break
+
+
+def _round(run: _Run, n: int, bar: TuneProgress) -> bool:
+    """Measure one batch of up to n new programs; False when the strategy has none left."""
+    batch = run.strategy.ask(n)
+    if not batch:
+        return False
+    results = _measure(run, batch)
+    if _record(run, batch, results):
+        run.last_gain = run.done
+    bar.update(results, run.best_seconds)
+    return True
+
+
+def _measure(run: _Run, batch: Sequence[Proposal], commit: bool = True) -> list[MeasureResult]:
+    cands = [p.candidate(run.task.workload) for p in batch]
+    results = run.runner.run(cands, run.builder.build(cands))
+    if commit:
+        run.db.commit_results(run.task.target, cands, results, run=run.label)
+    return results
+
+
+def _record(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> bool:
+    """Tell the strategy and the model; extend the history. True if the best improved."""
+    run.strategy.tell(batch, results)
+    _update_model(run, batch, results)
+    improved = False
+    for res in results:
+        if res.mean_secs < run.best_seconds:
+            run.best_seconds, improved = res.mean_secs, True
+        run.history.append(Trial(run.done, res.mean_secs, run.best_seconds, res.error_kind))
+        run.done += 1
+    return improved
+
+
+def _update_model(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> None:
+    if run.model is not None:
+        run.model.update([p.candidate(run.task.workload) for p in batch], list(results))
+
+
+def _finish(run: _Run, rerun_top: int, before: int) -> TuneResult:
+    """Measure the best few again; the best re-measured one wins. Build it."""
+    task = run.task
+    top = [(r, run.strategy.replay(r.trace())) for r in
+           run.db.top_k(task.workload, task.target, k=max(1, rerun_top)) if r.trace_json]
+    top = [(r, p) for r, p in top if p is not None]
+    if not top:
+        return TuneResult(task, math.inf, None, task.workload, run.history, None, before)
+    if rerun_top > 1 and len(top) > 1:
+        again = _measure(run, [p for _, p in top], commit=False)  # not new trials
+        scored = [(res.mean_secs if res.ok else math.inf, i) for i, res in enumerate(again)]
+        best_secs, i = min(scored)
+    else:
+        best_secs, i = top[0][0].mean_secs, 0
+    if not math.isfinite(best_secs):  # every re-measurement failed: keep the stored best
+        best_secs, i = top[0][0].mean_secs, 0
+    best = top[i][1]
+    return TuneResult(task, best_secs, best.trace, best.func, run.history,
+                      build(best.func, task.target), before)

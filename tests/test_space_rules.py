@@ -1,0 +1,149 @@
+"""The generated ("auto") space: schedule rules applied post-order to any program."""
+import multiprocessing
+import random
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessel
+from tessel import ir, ops
+from tessel.space import (AutoInline, FunctionSpace, MultiLevelTiling, RuleSpace, SpaceError,
+                          TemplateSpace, UnionSpace, make_space, postprocess)
+from space_cases import (POSTPROCS, SUITE_NAMES, TARGET, distinct_programs, loop_signature,
+                         max_errors, small)
+
+AUTO = make_space("auto", TARGET)
+
+
+@pytest.mark.parametrize("name", SUITE_NAMES)
+def test_auto_space_gives_20_distinct_correct_programs_at_small_odd_shapes(name):
+    func = small(name)
+    found = distinct_programs(AUTO, func, 20)
+    assert len(found) >= 20
+    errors = max_errors(func, [program for _, program in found.values()])
+    assert max(errors) < 1e-4, errors
+
+
+def _full_shape_count(name: str) -> int:
+    return len(distinct_programs(AUTO, ops.SUITE[name], 20, max_draws=40))
+
+
+def test_auto_space_gives_20_distinct_valid_programs_at_full_shape():
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        counts = dict(zip(SUITE_NAMES, pool.map(_full_shape_count, SUITE_NAMES)))
+    assert all(n >= 20 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("name", ["GMM", "SFM", "NRM"])
+def test_auto_space_full_shape_builds_match(name):
+    func = ops.SUITE[name]
+    found = distinct_programs(AUTO, func, 2, seed=3)
+    assert max(max_errors(func, [p for _, p in found.values()])) < 1e-3
+
+
+def test_design_traces_round_trip_through_json():
+    func = small("CBR")
+    for design in AUTO.designs(func):
+        again = tessel.Trace.from_json(design.to_json())
+        a = design.apply(tessel.Schedule(func))
+        b = again.apply(tessel.Schedule(func))
+        assert ir.structural_equal(a.func, b.func)
+        assert again.script() == design.script()
+
+
+def test_multi_level_tiling_makes_ssrsrs_and_write_cache_designs():
+    func = ops.matmul(8, 32, 16)
+    designs = RuleSpace([MultiLevelTiling()]).generate(func)
+    assert len(designs) == 3  # no write cache, local cache at S level 2, at S level 1
+    sch = designs[0]
+    loops = sch.get_loops(sch.get_block("C"))
+    names = [sch.get(l).loop_var.name for l in loops]
+    assert names == ["i_0", "j_0", "i_1", "j_1", "k_0", "i_2", "j_2", "k_1", "i_3", "j_3"]
+    scopes = [{b.scope for b in d.func.body.block.alloc_buffers} for d in designs[1:]]
+    assert scopes == [{"local"}, {"local"}]
+
+
+def test_add_rfactor_forks_softmax_and_layer_norm():
+    for func in (small("SFM"), small("NRM")):
+        kinds = [{i.kind for i in d.instructions} for d in AUTO.designs(func)]
+        assert any("rfactor" in k for k in kinds) and any("rfactor" not in k for k in kinds)
+
+
+def test_auto_inline_removes_transposes_of_tbg():
+    sch = RuleSpace([AutoInline()]).generate(small("TBG"))[0]
+    assert [b.name for b in ir.blocks(sch.func.body)][1:] == ["C"]
+
+
+def test_rules_that_match_no_block_raise():
+    with pytest.raises(SpaceError, match="match no block of softmax"):
+        make_space([MultiLevelTiling()]).designs(small("SFM"))
+
+
+def test_make_space_accepts_functions_rules_templates_and_unions():
+    def tile_rows(sch):
+        i, j, k = sch.get_loops(sch.get_block("C"))
+        sch.split(i, sch.sample_perfect_tile(i, 2, 8))
+
+    assert isinstance(make_space(tile_rows), FunctionSpace)
+    assert isinstance(make_space([AutoInline(), MultiLevelTiling()]), RuleSpace)
+    assert isinstance(make_space("matmul"), TemplateSpace)
+    union = make_space(["auto", "matmul", tile_rows], TARGET)
+    assert isinstance(union, UnionSpace) and len(union.spaces) == 3
+    func = small("GMM")
+    rng = random.Random(0)
+    found = {ir.structural_hash(union.sample(func, rng).func) for _ in range(12)}
+    assert len(found) >= 6
+    with pytest.raises(SpaceError, match="unknown space 'nope'"):
+        make_space("nope")
+    with pytest.raises(SpaceError, match="mixes schedule rules with spaces"):
+        make_space([AutoInline(), "auto"])
+
+
+def test_postprocessing_rejects_invalid_programs():
+    sch = tessel.Schedule(small("GMM"))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.annotate(i, "pragma_auto_unroll_max_step", 4096)
+    assert postprocess(sch, POSTPROCS) is None
+    with pytest.raises(SpaceError, match="pragma_auto_unroll_max_step 4096 > 512"):
+        postprocess(sch, POSTPROCS, strict=True)
+
+
+# ---- the hand-written GMM schedule is in the auto space ----------------------------------------
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def _gmm_decisions(design: tessel.Trace, tiles: list[tuple[int, ...]], unroll: int) -> dict:
+    it, out = iter(tiles), {}
+    for site in design.sampling_sites():
+        inst = design.instructions[site]
+        candidates = dict(inst.args).get("candidates")
+        if inst.kind == "sample_perfect_tile":
+            out[site] = next(it)
+        elif tuple(candidates) == (0, 1):  # pack B in panels of the vector tile
+            out[site] = 1
+        else:
+            out[site] = list(candidates).index(unroll)
+    return out
+
+
+def test_hand_written_gmm_schedule_is_reachable_in_the_auto_space():
+    from gmm_schedule import schedule_gmm
+    M, N, K = 96, 640, 128
+    func = ops.matmul(M, N, K)
+    hand = schedule_gmm(tessel.Schedule(func), mr=6, nr=16, i1=4, j1=2, kt=64)
+    tiles = [(4, 1, 4, 6), (20, 1, 2, 16), (2, 64)]  # i: i0 . i1 6 rows; j: j0 . j1 16 lanes
+    matches = []
+    for design in AUTO.designs(func):
+        sch = design.apply(tessel.Schedule(func), _gmm_decisions(design, tiles, unroll=16))
+        final = postprocess(sch, POSTPROCS, strict=True)
+        if loop_signature(final.func.body) == loop_signature(hand.func.body):
+            matches.append(final.func)
+    assert matches, "no design of the auto space reproduces the hand-written GMM schedule"
+    assert max(max_errors(func, matches[:1])) < 1e-3
+    asm = tessel.build(matches[0], TARGET).asm()
+    body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
+    assert body.count("vfmadd") == 12  # the 6 x 16 register tile, as in the hand schedule

@@ -1,0 +1,153 @@
+"""The tuning loop end to end: a real smoke run, every strategy with a fake runner, resuming,
+interruption, early stopping, task scheduling and apply_best."""
+import math
+
+import numpy as np
+import pytest
+
+import tessel
+from tessel import ops
+from tessel.database import Database
+from tessel.ir import structural_hash
+from tessel.measure import MeasureResult
+from tessel.task import Task
+from tessel.tune import TuneError, apply_best, tune, tune_tasks
+
+TARGET = tessel.Target("x86_64-avx2", cores=2)
+SMALL = {"evolutionary": dict(population=12, generations=1),
+         "annealing": dict(n_chains=6, max_steps=4, early_stop=2), "genetic": dict(population=4)}
+
+
+class FakeBuilder:
+    def build(self, cands):
+        return [None] * len(cands)
+
+
+class FakeRunner:
+    """Seeded pseudo-costs from each program's structural hash; remembers what it measured."""
+    def __init__(self, fail_on_batch=None, constant=None):
+        self.keys, self.batches = [], 0
+        self.fail_on_batch, self.constant = fail_on_batch, constant
+
+    def run(self, cands, builds):
+        self.batches += 1
+        if self.batches == self.fail_on_batch:
+            raise KeyboardInterrupt("killed mid-run")
+        out = []
+        for c in cands:
+            key = structural_hash(c.func)
+            self.keys.append(key)
+            secs = self.constant or 1e-5 * (1 + int(key[:6], 16) % 997)
+            out.append(MeasureResult(costs=(secs, secs)))
+        return out
+
+    def close(self):
+        pass
+
+
+def fake_tune(func, trials, db, runner=None, strategy="random", **kw):
+    return tune(func, TARGET, trials, strategy=strategy, cost_model="random", database=db,
+                runner=runner or FakeRunner(), builder=FakeBuilder(), batch_size=4,
+                progress=False, strategy_options=SMALL.get(strategy), **kw)
+
+
+def test_smoke_tunes_a_tiny_matmul_for_real(tmp_path):
+    func = ops.matmul(24, 20, 12)
+    result = tune(func, TARGET, 6, strategy="random", cost_model="random", batch_size=3,
+                  database=tmp_path / "r.db", progress=False)
+    assert math.isfinite(result.best_seconds) and result.best_seconds > 0
+    assert len(result.history) == 6 and result.best_gflops > 0
+    records = Database(tmp_path / "r.db").records(func, TARGET)
+    assert len(records) == 6 and len({r.run for r in records}) == 1
+    assert records[0].run.startswith("random 20")  # strategy and start time
+    a, b = (np.random.default_rng(0).standard_normal(s).astype(np.float32)
+            for s in ((24, 12), (12, 20)))
+    c = np.zeros((24, 20), np.float32)
+    result.module(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("strategy", ["random", "evolutionary", "annealing", "genetic"])
+def test_each_strategy_runs_end_to_end_without_repeats(tmp_path, strategy):
+    runner = FakeRunner()
+    result = fake_tune(ops.matmul(32, 24, 16), 12, tmp_path / "r.db", runner, strategy)
+    assert len(result.history) == 12
+    measured = runner.keys[:12]  # then the re-measurement of the best few
+    assert len(set(measured)) == 12
+    assert result.best_seconds == min(h.seconds for h in result.history)
+
+
+def test_grid_search_over_a_template(tmp_path):
+    runner = FakeRunner()
+    result = tune(ops.matmul(32, 24, 16), TARGET, 8, space="matmul", strategy="grid",
+                  cost_model="random", database=tmp_path / "r.db", runner=runner,
+                  builder=FakeBuilder(), batch_size=4, progress=False)
+    assert len(result.history) == 8 and len(set(runner.keys[:8])) == 8
+
+
+def test_a_second_run_resumes_from_the_database(tmp_path):
+    func, db, runner = ops.matmul(32, 24, 16), tmp_path / "r.db", FakeRunner()
+    fake_tune(func, 8, db, runner, "evolutionary", rerun_top=1)
+    second = fake_tune(func, 14, db, runner, "evolutionary", rerun_top=1)
+    assert second.trials_before == 8 and len(second.history) == 6
+    assert len(set(runner.keys)) == len(runner.keys) == 14
+    assert Database(db).count(func, TARGET) == 14
+
+
+def test_an_interrupted_run_restarts_to_the_same_count_without_repeats(tmp_path):
+    func, db = ops.matmul(32, 24, 16), tmp_path / "r.db"
+    killed = FakeRunner(fail_on_batch=3)
+    with pytest.raises(KeyboardInterrupt):
+        fake_tune(func, 16, db, killed)
+    assert Database(db).count(func, TARGET) == 8  # two whole batches were committed
+    again = FakeRunner()
+    result = fake_tune(func, 16, db, again, rerun_top=1)
+    assert result.trials_before == 8 and len(result.history) == 8
+    assert not set(killed.keys) & set(again.keys)
+    assert Database(db).count(func, TARGET) == 16
+
+
+def test_early_stopping_ends_a_run_without_progress(tmp_path):
+    result = fake_tune(ops.matmul(32, 24, 16), 40, tmp_path / "r.db",
+                       FakeRunner(constant=1e-4), early_stopping=8)
+    assert len(result.history) == 12  # the first batch sets the best; two more find nothing
+
+
+def test_tune_tasks_spreads_the_budget(tmp_path):
+    tasks = [Task(ops.matmul(32, 24, 16), TARGET, "a"), Task(ops.matmul(16, 40, 8), TARGET, "b", 3)]
+    results = tune_tasks(tasks, 16, cost_model="random", database=tmp_path / "r.db",
+                         runner=FakeRunner(), builder=FakeBuilder(), batch_size=4,
+                         progress=False, strategy="random")
+    counts = [len(r.history) for r in results]
+    assert sum(counts) == 16 and min(counts) >= 4
+    assert all(math.isfinite(r.best_seconds) for r in results)
+
+
+def test_apply_best_says_when_nothing_is_tuned(tmp_path):
+    func = ops.matmul(8, 8, 8)
+    with pytest.warns(UserWarning, match="holds no valid tuning record of matmul"):
+        mod = apply_best(func, TARGET, tmp_path / "empty.db")
+    assert mod.func is func
+    with pytest.raises(TuneError, match="run `tessel tune` first"):
+        apply_best(func, TARGET, tmp_path / "empty.db", strict=True)
+
+
+def test_apply_best_builds_the_best_record(tmp_path):
+    func, db = ops.matmul(24, 20, 12), tmp_path / "r.db"
+    result = fake_tune(func, 8, db, rerun_top=1)
+    mod = apply_best(func, TARGET, db, strict=True)
+    assert structural_hash(mod.func) == structural_hash(result.best_func)
+    a, b = ops.reference_inputs(func, seed=1)
+    c = np.zeros((24, 20), np.float32)
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(trials=0), "trials must be a positive int"),
+                                       (dict(batch_size=-1), "batch_size"),
+                                       (dict(early_stopping=0), "early_stopping")])
+def test_bad_arguments_are_named(kw, match):
+    with pytest.raises(TuneError, match=match):
+        tune(ops.matmul(8, 8, 8), TARGET, **({"trials": 4} | kw), progress=False)
+    with pytest.raises(TuneError, match="needs a PrimFunc"):
+        tune("GMM", TARGET, 4)

@@ -1,12 +1,12 @@
 """Model-based search against random search at equal trials: best GFLOP/s after 16, 32, 64 ...
-trials, per workload and strategy, each run on a fresh database; curves saved as PNGs.
+trials, per workload and strategy, each run on a fresh database; curves saved as PNGs, and
+the databases kept (their records serve benchmarks/cost_model_eval.py).
 
     python benchmarks/search_compare.py --workloads GMM,C1D,R18-C6 --trials 64
 """
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,7 +23,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--configs", default="evolutionary+xgb,random")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="search_compare")
+    parser.add_argument("--out", default="search_compare",
+                        help="folder for the PNGs and the databases (<search>-<workload>.db)")
     args = parser.parse_args()
     target, out = tessel.Target("host"), Path(args.out)
     out.mkdir(exist_ok=True)
@@ -35,7 +36,10 @@ def main() -> None:
         func, curves = ops.SUITE[name], {}
         for label in args.configs.split(","):
             strategy, model = CONFIGS[label]
-            db = Path(tempfile.mkdtemp(prefix="tessel-cmp-")) / "r.db"
+            db = out / f"{label}-{name}.db"  # every run starts from nothing: no resuming
+            if db.exists():
+                raise SystemExit(f"{db} exists: a comparison starts from an empty database; "
+                                 "move it away or pass another --out")
             start = time.perf_counter()
             result = tessel.tune(func, target, args.trials, strategy=strategy, cost_model=model,
                                  database=db, seed=args.seed, progress=False, rerun_top=1)

@@ -98,9 +98,10 @@ def parallel_plan(extents: list[int], max_extent: int) -> int:
 # ---- postprocessors -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RewriteLayout:
-    """For blocks annotated meta_schedule.pack_read = 1: copy the packable read into a
-    buffer laid out as [j // t, <other dims>, j % t], t the extent of the block's innermost
-    loop (the vector tile), made by a pre-stage whose loops are (j // t, others, j % t)."""
+    """For blocks annotated meta_schedule.pack_read = 1: copy the read packable along the
+    vector axis j (the spatial iter var the block's innermost loop feeds) into a buffer laid
+    out as [j // t, <other dims>, j % t], t the extent of that loop (the vector tile), made by
+    a pre-stage whose loops are (j // t, others, j % t)."""
 
     def apply(self, sch: Schedule) -> None:
         for block in leaf_blocks(sch.func):
@@ -112,18 +113,18 @@ class RewriteLayout:
             sch.unannotate(rv, PACK)
 
     def _pack(self, sch: Schedule, block: BlockRV) -> None:
-        index = packable_read(sch.get(block))
         loops = sch.get_loops(block)
-        if index is None or not loops:
+        if not loops:
             return
-        t = sch.get(loops[-1]).extent
         node = sch.get(block)
-        last = [iv.var for iv in node.iter_vars if iv.kind != REDUCE][-1]
+        var = self._innermost_var(sch, block, loops[-1])  # the vector axis
+        index = packable_read(node, var) if var is not None else None
+        t = sch.get(loops[-1]).extent
+        if index is None or t < 2:
+            return
         buf = node.reads[index].buffer
         idx = next(l.indices for l in ir.collect(node.body, ir.BufferLoad) if l.buffer is buf)
-        dim = list(idx).index(last)
-        if t < 2 or not self._innermost_is(sch, block, loops[-1], last):
-            return
+        dim = list(idx).index(var)
         pack = sch.cache_read(block, index, "global")
         names = [f"d{i}" for i in range(len(idx))]
         rest = [n for i, n in enumerate(names) if i != dim]
@@ -136,13 +137,15 @@ class RewriteLayout:
         sch.reorder(outer, *others, inner)
 
     @staticmethod
-    def _innermost_is(sch: Schedule, block: BlockRV, loop: LoopRV, var: ir.Var) -> bool:
-        """Whether `loop` feeds only iter var `var` of the block, as its finest term."""
+    def _innermost_var(sch: Schedule, block: BlockRV, loop: LoopRV) -> ir.Var | None:
+        """The spatial iter var that `loop` alone feeds, as its finest term, or None."""
         realize = tree.find_realize(sch.func, sch.get(block).name)
         lv = sch.get(loop).loop_var
-        users = [iv.var for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+        users = [(iv, v) for iv, v in zip(realize.block.iter_vars, realize.iter_values)
                  if ir.uses_var(v, lv)]
-        return users == [var]
+        if len(users) != 1 or users[0][0].kind == REDUCE:
+            return None
+        return users[0][0].var
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ RULES = {
 
 def default_rules(target: Target) -> list[ScheduleRule]:
     """The CPU rules of MetaSchedule, in its order."""
-    return [AutoInline(), AddRFactor(cores=target.cores), MultiLevelTiling(),
+    return [AutoInline(), AddRFactor(cores=target.cores),
+            MultiLevelTiling(vector_lanes=target.vector_lanes("float32")),
             ParallelizeVectorizeUnroll(cores=target.cores), RandomComputeLocation()]
 
 

@@ -81,6 +81,7 @@ class LoopInfo:
     loop: LoopRV
     extent: int
     kind: str  # the iter var kind: "spatial" or "reduce"
+    var: Var | None = None  # the block iter var it binds
 
 
 def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
@@ -97,7 +98,7 @@ def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
         if not isinstance(value, Var) or value not in by_var:
             return None
         loop, node = by_var.pop(value)
-        infos.append((nodes.index(node), LoopInfo(loop, node.extent, iv.kind)))
+        infos.append((nodes.index(node), LoopInfo(loop, node.extent, iv.kind, iv.var)))
     return [info for _, info in sorted(infos, key=lambda x: x[0])]
 
 

@@ -15,6 +15,13 @@ Extent-1 loops are left untiled, in place. When a read is indexed by the innermo
 iter var (B in matmul), a sampled choice (block annotation meta_schedule.pack_read) asks the
 RewriteLayout postprocessor to pack it in panels of the final innermost tile (TVM's layout
 rewrite): cache_read + transform_layout, decided after the tile sizes are.
+
+The vector axis is the block's last spatial iter var by default. When that var cannot fill
+whole vectors (its extent is not a multiple of the lanes: a convolution's 28- or 7-wide output
+rows) while another spatial var can and has a packable read (the output channels of an NCHW
+convolution, read through the weight), a further design puts that var's tile innermost and
+packs its read: the register tile then holds output channels in the vector lanes, as in the
+NCHWc schedules of vendor libraries.
 """
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ class MultiLevelTiling:
     write_cache_levels: tuple[int, ...] = (2, 1)  # after which S level the copy-out runs
     allow_no_write_cache: bool = True
     pack_reads: bool = True
+    vector_lanes: int = 8  # float32 lanes of the target (8 for AVX2)
 
     def __post_init__(self) -> None:
         check(set(self.structure) <= {"S", "R"} and "S" in self.structure,
@@ -57,21 +65,36 @@ class MultiLevelTiling:
         options: list[int | None] = [None] if self.allow_no_write_cache else []
         options += list(self.write_cache_levels)
         designs = []
-        for level in options:
-            trial = sch.copy()
-            try:
-                self.tile(trial, block, level)
-            except ScheduleError:
-                continue
-            designs.append(trial)
+        for vector_var in [None, *self.vector_axes(sch, block)]:
+            for level in options:
+                trial = sch.copy()
+                try:
+                    self.tile(trial, block, level, vector_var)
+                except ScheduleError:
+                    continue
+                designs.append(trial)
         return designs or [sch]
 
-    def tile(self, sch: Schedule, block: BlockRV, write_level: int | None) -> list[list[LoopRV]]:
+    def vector_axes(self, sch: Schedule, block: BlockRV) -> list[ir.Var]:
+        """Spatial iter vars other than the last worth putting in the vector lanes: only when
+        the last one cannot fill whole vectors, those that can and have a packable read."""
+        if not self.pack_reads:
+            return []
+        node = sch.get(block)
+        spatial = [iv for iv in node.iter_vars if iv.kind != REDUCE]
+        if not spatial or spatial[-1].extent % self.vector_lanes == 0:
+            return []
+        return [iv.var for iv in spatial[:-1]
+                if iv.extent % self.vector_lanes == 0 and packable_read(node, iv.var) is not None]
+
+    def tile(self, sch: Schedule, block: BlockRV, write_level: int | None,
+             vector_var: ir.Var | None = None) -> list[list[LoopRV]]:
         """Tile `block`; with write_level, accumulate in a local buffer copied out at the
-        end of that S level. Returns the loops of each level."""
-        levels = self._split(sch, block)
+        end of that S level; with vector_var, that spatial iter var's innermost tile goes last
+        (the vector axis). Returns the loops of each level."""
+        levels = self._split(sch, block, vector_var)
         sch.annotate(block, TILED, self.structure)
-        if self.pack_reads and packable_read(sch.get(block)) is not None:
+        if self.pack_reads and packable_read(sch.get(block), vector_var) is not None:
             sch.annotate(block, PACK, sch.sample_categorical([0, 1], [0.5, 0.5]))
         flat = [loop for level in levels for loop in level]
         if len(flat) > 1:
@@ -84,9 +107,13 @@ class MultiLevelTiling:
             cache_write_at(sch, block, at)
         return levels
 
-    def _split(self, sch: Schedule, block: BlockRV) -> list[list[LoopRV]]:
+    def _split(self, sch: Schedule, block: BlockRV,
+               vector_var: ir.Var | None = None) -> list[list[LoopRV]]:
         levels: list[list[LoopRV]] = [[] for _ in self.structure]
-        for info in simple_loops(sch, block) or []:
+        infos = list(simple_loops(sch, block) or [])
+        if vector_var is not None:  # its loop last: its innermost tile ends the last S level
+            infos.sort(key=lambda info: info.var is vector_var)
+        for info in infos:
             if info.extent == 1:
                 continue
             code = "R" if info.kind == REDUCE else "S"
@@ -102,14 +129,15 @@ class MultiLevelTiling:
         return levels
 
 
-def packable_read(block: Block) -> int | None:
-    """The index of a read of `block` from a buffer loaded at one index tuple whose last
-    spatial iter var is exactly one dimension (B[k, j] of C[i, j] += A[i, k] * B[k, j]):
-    packing it in panels of the innermost tile makes the vector loads contiguous."""
+def packable_read(block: Block, var: ir.Var | None = None) -> int | None:
+    """The index of a read of `block` from a buffer loaded at one index tuple of which the
+    spatial iter var `var` (default: the last) is exactly one dimension (B[k, j] of
+    C[i, j] += A[i, k] * B[k, j]; W[o, c, h, w] of a conv2d for o): packing it in panels of
+    the innermost tile makes the vector loads contiguous."""
     spatial = [iv.var for iv in block.iter_vars if iv.kind != REDUCE]
     if not spatial:
         return None
-    last = spatial[-1]
+    last = spatial[-1] if var is None else var
     for index, region in enumerate(block.reads):
         loads = {l.indices for l in ir.collect(block.body, BufferLoad) if l.buffer is region.buffer}
         if len(loads) != 1 or region.buffer in ir.written_buffers(block):

@@ -147,3 +147,41 @@ def test_hand_written_gmm_schedule_is_reachable_in_the_auto_space():
     asm = tessel.build(matches[0], TARGET).asm()
     body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
     assert body.count("vfmadd") == 12  # the 6 x 16 register tile, as in the hand schedule
+
+
+def _conv_decisions(design: tessel.Trace, tiles: list[tuple[int, ...]]) -> dict:
+    it, out = iter(tiles), {}
+    for site in design.sampling_sites():
+        inst = design.instructions[site]
+        if inst.kind == "sample_perfect_tile":
+            out[site] = next(it)
+        elif inst.kind == "sample_compute_location":
+            out[site] = -1  # the padding at the root: computed once
+        elif tuple(dict(inst.args)["candidates"]) == (0, 1):
+            out[site] = 1  # pack the weight in panels of the vector tile
+        else:
+            out[site] = 0
+    return out
+
+
+def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space():
+    """benchmarks/conv2d_schedule.py's structure (output channels in the vector lanes, weight
+    packed, a 2x2x16 register tile) is a design of the auto space: its rows are 6 wide, so
+    MultiLevelTiling also offers the output channels as the vector axis."""
+    func = ops.conv2d(1, 5, 6, 6, 16, 3, 3, padding=1)
+    tiles = [(3, 1, 1, 2), (3, 1, 1, 2), (1, 5), (1, 3), (1, 3), (1, 1, 1, 16)]  # y x rc ry rx o
+    designs = [d for d in AUTO.designs(func)
+               if any(i.kind == "cache_write" for i in d.instructions)]
+    programs = []
+    for design in designs:
+        try:
+            sch = design.apply(tessel.Schedule(func), _conv_decisions(design, tiles))
+        except tessel.ScheduleError:
+            continue  # a design whose tiles do not take these decisions
+        programs.append(postprocess(sch, POSTPROCS, strict=True).func)
+    packed = [p for p in programs if any(b.name.endswith("_global") for b in ir.blocks(p.body))]
+    assert packed, "no design packs the weight along the output channels"
+    assert max(max_errors(func, packed)) < 1e-4
+    asm = tessel.build(packed[0], TARGET).asm()
+    body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
+    assert body.count("vfmadd") >= 8  # 2 x 2 pixels x two 8-lane vectors of channels

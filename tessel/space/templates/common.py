@@ -6,6 +6,7 @@ from tessel import ir
 from tessel.ir import REDUCE, Block, BlockRealize
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import SpaceError
+from tessel.space.rules.tiling import cache_write_at as pack_output  # noqa: F401 (shared)
 
 
 def leaf_blocks(sch: Schedule) -> list[Block]:
@@ -49,20 +50,6 @@ def inline_spatial_producers(sch: Schedule, block: BlockRV, keep_padding: bool) 
 def _has_condition(block: Block) -> bool:
     return bool(ir.collect(block.body, ir.Select)) or any(
         c.name == "if_then_else" for c in ir.collect(block.body, ir.Call))
-
-
-def pack_output(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:
-    """Accumulate into a "local" tile (cache_write), fold an elementwise consumer into the
-    copy-out block when possible, and place the copy-out at `at`."""
-    out = sch.cache_write(block, 0, "local")
-    consumers = sch.get_consumers(out)
-    if len(consumers) == 1:
-        try:
-            sch.reverse_compute_inline(consumers[0])
-        except ScheduleError:
-            pass
-    sch.reverse_compute_at(out, at)
-    return out
 
 
 def parallel_outer(sch: Schedule, loops: list[LoopRV]) -> LoopRV:

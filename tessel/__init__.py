@@ -21,7 +21,8 @@ __all__ += ["Database", "DatabaseError", "TuningRecord", "LocalBuilder", "LocalR
             "DaskRunner", "MeasureCandidate", "MeasureResult"]
 from tessel.task import Task
 from tessel.scheduler import TaskScheduler
-from tessel.tune import TuneError, TuneResult, apply_best, tune, tune_tasks
+from tessel.tune import TuneError, TuneResult, apply_best, tune, tune_model, tune_tasks
+from tessel.graph.executor import CompiledModel, compile_model
 
 __all__ += ["Task", "TaskScheduler", "TuneError", "TuneResult", "apply_best", "tune",
-            "tune_tasks"]
+            "tune_tasks", "tune_model", "compile_model", "CompiledModel"]

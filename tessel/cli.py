@@ -9,6 +9,10 @@
     tessel best NAME            the best record of a workload: speed, trace, program
     tessel report NAME [--out curves.png]
                                 tuning curves (best GFLOP/s against trials) per run
+    tessel tasks MODEL          the fused kernels and tuning tasks of a model (.onnx or zoo)
+    tessel tune-model MODEL --trials N
+                                tune every task of a model (task scheduler) into the database
+    tessel run-model MODEL      compile a model with the database, check it, time it
     tessel worker --scheduler ADDRESS --device KEY
                                 join a Dask scheduler as the measuring worker of a device
 """
@@ -136,8 +140,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="device key; tuners use DaskRunner(address, device=KEY)")
     p.add_argument("--name", default=None, help="worker name shown by the scheduler")
     p.set_defaults(fn=cmd_worker)
-    from tessel.cli_tune import add_commands
-    add_commands(sub)
+    from tessel import cli_model, cli_tune
+    cli_tune.add_commands(sub)
+    cli_model.add_commands(sub)
     return parser
 
 

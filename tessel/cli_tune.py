@@ -157,10 +157,11 @@ def _guarded(fn):
         from tessel.database import DatabaseError
         from tessel.ops import OpError
         from tessel.space import SpaceError
+        from tessel.graph import GraphError
         from tessel.tune import TuneError
         try:
             return fn(args)
-        except (CliError, OpError, SpaceError, TuneError, DatabaseError) as err:
+        except (CliError, OpError, SpaceError, TuneError, DatabaseError, GraphError) as err:
             print(f"tessel {args.command}: {err}", file=sys.stderr)
             return 2
     return run

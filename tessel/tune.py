@@ -155,6 +155,20 @@ def apply_best(func: PrimFunc, target: Target | None = None,
     warn and build the unscheduled program (strict: raise TuneError)."""
     target = target if target is not None else Target("host")
     db = database if isinstance(database, Database) else Database(database)
+    mod = best_module(func, target, db)
+    if mod is not None:
+        return mod
+    msg = (f"the database {db.path} holds no valid tuning record of {func.name} for target "
+           f"{target}; run `tessel tune` first")
+    if strict:
+        raise TuneError(msg)
+    warnings.warn(msg + " (building the unscheduled program)", stacklevel=2)
+    return build(func, target)
+
+
+def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
+    """The best of the database's records for `func` on `target` that still replays, built;
+    None when there is none."""
     for record in db.top_k(func, target, k=5):
         if record.trace_json is None:
             continue
@@ -163,12 +177,7 @@ def apply_best(func: PrimFunc, target: Target | None = None,
             return build(final_func(sch, default_postprocs(target)), target)
         except (ScheduleError, SpaceError):
             continue  # recorded by an older tessel whose primitives differ: try the next
-    msg = (f"the database {db.path} holds no valid tuning record of {func.name} for target "
-           f"{target}; run `tessel tune` first")
-    if strict:
-        raise TuneError(msg)
-    warnings.warn(msg + " (building the unscheduled program)", stacklevel=2)
-    return build(func, target)
+    return None
 
 
 # ---- steps ----
@@ -297,3 +306,18 @@ def _finish(run: _Run, rerun_top: int, before: int) -> TuneResult:
     best = top[i][1]
     return TuneResult(task, best_secs, best.trace, best.func, run.history,
                       build(best.func, task.target), before)
+
+
+def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
+               database: str | Path | Database | None = "tessel.db",
+               input_shapes: dict | None = None, example_inputs: tuple | None = None,
+               **options: Any) -> list[TuneResult]:
+    """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
+    a torch module with `example_inputs`) within `trials` measurements in all, shared by the
+    task scheduler; `options` go to `tune_tasks`. `tessel.compile_model` then runs the model
+    with what the database holds."""
+    from tessel.graph.executor import load_model, model_tasks
+    target = target if target is not None else Target("host")
+    graph = load_model(model, input_shapes, example_inputs)
+    _, tasks = model_tasks(graph, target)
+    return tune_tasks(tasks, trials, database=database, **options)

@@ -28,7 +28,10 @@ _Imaginary _Noreturn _Static_assert _Thread_local _Float16 alignas alignof bool 
 _LIBRARY_NAMES = """main args tessel_entry tessel_time TESSEL_ALLOC_FAILED tessel_floordiv_i32
 tessel_floordiv_i64 tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t int32_t
 int64_t size_t NULL INFINITY NAN aligned_alloc free clock_gettime CLOCK_MONOTONIC linux unix i386
-expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil"""
+expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil
+abs labs llabs div ldiv lldiv malloc calloc realloc memcpy memset memmove exit abort qsort rand
+srand atoi atof strtol strtod printf fprintf round roundf fmax fmaxf fmin fminf sin sinf cos cosf
+omp_get_num_threads omp_get_thread_num"""
 RESERVED = frozenset((_C_KEYWORDS + " " + _LIBRARY_NAMES).split())
 
 # C precedence levels: higher binds tighter

@@ -10,6 +10,7 @@ import ctypes
 import math
 import statistics
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -54,6 +55,15 @@ class Module:
 
     def __call__(self, *arrays: np.ndarray) -> None:
         self._check_status(self._entry(self._pack(arrays)))
+
+    def bind(self, *arrays: np.ndarray) -> Callable[[], None]:
+        """Check the arguments once and return a call without arguments that runs the kernel
+        on them (the model executor's arrays live as long as the model)."""
+        args, entry, check = self._pack(arrays), self._entry, self._check_status
+
+        def run(_keep: tuple[np.ndarray, ...] = arrays) -> None:  # holds the arrays alive
+            check(entry(args))
+        return run
 
     def time(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
              min_repeat_ms: float = 0) -> float:

@@ -79,7 +79,7 @@ class Graph:
         return name
 
     def add_constant(self, name: str, value: Any, dtype: str | None = None) -> str:
-        array = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        array = np.asarray(value, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
         if array.dtype == np.float64:
             array = array.astype(np.float32)
         self._new_value(name, tuple(int(d) for d in array.shape), str(array.dtype))

@@ -21,17 +21,21 @@ _AXES = {1: (("l",), ("x",), ("rx",)),
          3: (("d", "h", "w"), ("z", "y", "x"), ("rz", "ry", "rx"))}
 
 
-def _geometry(op: str, sizes, kernel, stride, padding, dilation) -> tuple[int, ...]:
-    """Output sizes of a convolution; raises when a dilated kernel does not fit the input."""
+def _geometry(op: str, sizes, kernel, stride, padding, dilation,
+              pad_after=None) -> tuple[int, ...]:
+    """Output sizes of a convolution with `padding` before each axis and `pad_after` (default:
+    `padding`) after it; raises when a dilated kernel does not fit the input."""
     out = []
     labels = ("L",) if len(sizes) == 1 else "DHW"[-len(sizes):]
-    for ax, n, k, s, p, d in zip(labels, sizes, kernel, stride, padding, dilation):
+    after = padding if pad_after is None else pad_after
+    for ax, n, k, s, p, a, d in zip(labels, sizes, kernel, stride, padding, after, dilation):
         span = d * (k - 1) + 1
-        check(n + 2 * p >= span,
+        pads = f"2 * {p}" if p == a else f"{p} + {a}"
+        check(n + p + a >= span,
               f"{op}: kernel larger than padded input along {ax}: kernel {k} with dilation {d} "
-              f"spans {span}, but the input is {n} + 2 * {p} padding = {n + 2 * p} "
+              f"spans {span}, but the input is {n} + {pads} padding = {n + p + a} "
               f"(output size would be <= 0)")
-        out.append((n + 2 * p - span) // s + 1)
+        out.append((n + p + a - span) // s + 1)
     return tuple(out)
 
 
@@ -42,14 +46,18 @@ def _groups(op: str, C: int, O: int, groups: int) -> None:
 
 
 def _conv(op: str, data: te.Tensor, weight: te.Tensor, stride, padding, dilation,
-          groups: int, out_dtype: str, name: str) -> te.Tensor:
-    """Grouped nd cross-correlation of validated arguments, after an optional pad stage."""
+          groups: int, out_dtype: str, name: str, pad_after=None,
+          pad_name: str = "pad") -> te.Tensor:
+    """Grouped nd cross-correlation of validated arguments, after an optional pad stage
+    `pad_name` (`padding` before each spatial axis, `pad_after`, default `padding`, after)."""
     nd = data.ndim - 2
     in_names, out_names, r_names = _AXES[nd]
     (N, C), O, kernel = data.shape[:2], weight.shape[0], weight.shape[2:]
-    out_sp = _geometry(op, data.shape[2:], kernel, stride, padding, dilation)
+    after = tuple(padding if pad_after is None else pad_after)
+    out_sp = _geometry(op, data.shape[2:], kernel, stride, padding, dilation, after)
     cg, og = C // groups, O // groups
-    padded = pad_tensor(data, (0, 0) + padding, (0, 0) + padding, 0, ("n", "c") + in_names)
+    padded = pad_tensor(data, (0, 0) + tuple(padding), (0, 0) + after, 0,
+                        ("n", "c") + in_names, name=pad_name)
     rc = te.reduce_axis(cg, name="rc") if cg > 1 else None
     rk = [te.reduce_axis(k, name=n) for k, n in zip(kernel, r_names)]
     raxes = ([rc] if rc is not None else []) + rk
@@ -162,9 +170,10 @@ def _transpose_geometry(op, sizes, kernel, stride, padding, output_padding, dila
     return tuple(out)
 
 
-def _dilate_pad(data: te.Tensor, stride, lead, out_sp, span) -> te.Tensor:
+def _dilate_pad(data: te.Tensor, stride, lead, out_sp, span, name: str = "pad") -> te.Tensor:
     """pad[n, c, h, w] = data[n, c, (h - lead) / s, ...] where that divides and is in bounds,
-    else 0: the zero-inserted, padded (or cropped, when lead < 0) input of conv2d_transpose."""
+    else 0: the zero-inserted, padded (or cropped, when lead < 0) input of a transposed
+    convolution with any number of spatial axes."""
     shape = data.shape[:2] + tuple(o + sp - 1 for o, sp in zip(out_sp, span))
     if all(s == 1 and p == 0 for s, p in zip(stride, lead)) and shape == data.shape:
         return data
@@ -182,7 +191,32 @@ def _dilate_pad(data: te.Tensor, stride, lead, out_sp, span) -> te.Tensor:
             idx.append(t // s)
         return te.if_then_else(te.all(*conds), data[(n, c, *idx)], ir.const(0, data.dtype))
 
-    return te.compute(shape, named(body, ("n", "c", "h", "w")), name="pad")
+    return te.compute(shape, named(body, ("n", "c") + _AXES[data.ndim - 2][0]), name=name)
+
+
+def _conv_transpose(data: te.Tensor, weight: te.Tensor, stride, pad_before, out_sp, dilation,
+                    groups: int, name: str, pad_name: str = "pad") -> te.Tensor:
+    """Transposed nd convolution of validated arguments with output sizes `out_sp` (which fix
+    the padding after each axis): a `_dilate_pad` stage, then a direct convolution with the
+    flipped kernel. weight is (C, O/groups, *kernel)."""
+    nd = data.ndim - 2
+    _, out_names, r_names = _AXES[nd]
+    C, og, kernel = data.shape[1], weight.shape[1], weight.shape[2:]
+    span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    lead = tuple(sp - 1 - p for sp, p in zip(span, pad_before))
+    padded = _dilate_pad(data, stride, lead, out_sp, span, name=pad_name)
+    cg = C // groups
+    rc = te.reduce_axis(cg, name="rc")
+    rk = [te.reduce_axis(k, name=n) for k, n in zip(kernel, r_names)]
+
+    def body(n, o, *ys):
+        chan = rc if groups == 1 else (o // og) * cg + rc
+        a = padded[(n, chan, *(y + r * d for y, r, d in zip(ys, rk, dilation)))]
+        b = weight[(chan, o if groups == 1 else o % og, *(k - 1 - r for k, r in zip(kernel, rk)))]
+        return te.sum(a * b, axis=[rc, *rk])
+
+    return te.compute((data.shape[0], og * groups) + tuple(out_sp),
+                      named(body, ("n", "o") + out_names), name=name)
 
 
 def conv2d_transpose(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
@@ -202,19 +236,7 @@ def conv2d_transpose(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
     out_sp = _transpose_geometry(op, (H, W), (KH, KW), stride, padding, output_padding, dilation)
     data = te.placeholder((N, C, H, W), dtype, name="data")
     weight = te.placeholder((C, O // groups, KH, KW), dtype, name="weight")
-    span = tuple(d * (k - 1) + 1 for k, d in zip((KH, KW), dilation))
-    lead = tuple(sp - 1 - p for sp, p in zip(span, padding))
-    padded = _dilate_pad(data, stride, lead, out_sp, span)
-    cg, og = C // groups, O // groups
-    rc, ry, rx = (te.reduce_axis(e, name=n) for e, n in ((cg, "rc"), (KH, "ry"), (KW, "rx")))
-
-    def body(n, o, y, x):
-        chan = rc if groups == 1 else (o // og) * cg + rc
-        a = padded[n, chan, y + ry * dilation[0], x + rx * dilation[1]]
-        b = weight[chan, o if groups == 1 else o % og, KH - 1 - ry, KW - 1 - rx]
-        return te.sum(a * b, axis=[rc, ry, rx])
-
-    out = te.compute((N, O) + out_sp, body, name=op)
+    out = _conv_transpose(data, weight, stride, padding, out_sp, dilation, groups, name=op)
     return make_func(op, [data, weight, out],
                      dict(N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW, stride=stride, padding=padding,
                           output_padding=output_padding, dilation=dilation, groups=groups,
@@ -232,11 +254,22 @@ def _pool_args(op, N, C, H, W, kernel, stride, padding):
     return kernel, stride, padding, out_sp
 
 
-def _pool(op: str, data: te.Tensor, kernel, stride, padding, out_sp, fill, combiner, name):
-    padded = pad_tensor(data, (0, 0) + padding, (0, 0) + padding, fill, ("n", "c", "h", "w"))
-    ry, rx = te.reduce_axis(kernel[0], name="ry"), te.reduce_axis(kernel[1], name="rx")
-    return te.compute(data.shape[:2] + out_sp, lambda n, c, y, x: combiner(
-        padded[n, c, y * stride[0] + ry, x * stride[1] + rx], axis=[ry, rx]), name=name)
+def _pool(op: str, data: te.Tensor, kernel, stride, padding, out_sp, fill, combiner, name,
+          pad_after=None, pad_name: str = "pad") -> te.Tensor:
+    """`combiner` over each window of an nd pooling, after an optional pad stage `pad_name`
+    filled with `fill` (`padding` before each spatial axis, `pad_after`, default `padding`,
+    after)."""
+    in_names, out_names, r_names = _AXES[data.ndim - 2]
+    after = tuple(padding if pad_after is None else pad_after)
+    padded = pad_tensor(data, (0, 0) + tuple(padding), (0, 0) + after, fill,
+                        ("n", "c") + in_names, name=pad_name)
+    rk = [te.reduce_axis(k, name=n) for k, n in zip(kernel, r_names)]
+
+    def body(n, c, *ys):
+        return combiner(padded[(n, c, *(y * s + r for y, s, r in zip(ys, stride, rk)))], axis=rk)
+
+    return te.compute(data.shape[:2] + tuple(out_sp), named(body, ("n", "c") + out_names),
+                      name=name)
 
 
 def max_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSeq | None = None,

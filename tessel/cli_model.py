@@ -1,0 +1,139 @@
+"""The whole-model commands of `tessel`: tasks, tune-model, run-model.
+
+    tessel tasks model.onnx                       the fused kernels and tuning tasks of a model
+    tessel tune-model model.onnx --trials 512     tune all tasks into the database
+    tessel run-model model.onnx                   compile with the database, check, time
+    tessel tune-model resnet18 --image 224        a model of tessel's zoo (needs torch)
+
+A model is an ONNX file, or the name of a model built in code (tessel.graph.models: resnet18,
+mobilenet_v2, bert_layer, dqn, dcgan_generator) with random weights, imported through
+torch.export (`--frontend torch`, the default for zoo models) or ONNX (`--frontend onnx`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tessel.cli_tune import DEFAULT_DB, CliError, _ints
+
+
+def load_graph(args: argparse.Namespace):
+    """The simplified graph a command line names, and a callable reference for it (or None)."""
+    from tessel.graph.executor import load_model
+    if Path(args.model).suffix == ".onnx" or Path(args.model).exists():
+        if not Path(args.model).exists():
+            raise CliError(f"no such model file: {args.model}")
+        return load_model(args.model, input_shapes=_input_shapes(args.input))
+    from tessel.graph import models
+    if args.model not in models.MODELS:
+        raise CliError(f"{args.model!r} is neither an ONNX file nor a zoo model "
+                       f"({', '.join(models.MODELS)})")
+    kwargs = {"image": args.image} if args.image else {}
+    if args.frontend == "onnx":
+        return load_model(models.onnx_model(args.model, **kwargs))
+    module, example = models.MODELS[args.model](**kwargs)
+    return load_model(module, example_inputs=example)
+
+
+def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        if not sep:
+            raise CliError(f"--input takes NAME=d0,d1,..., got {item!r}")
+        out[name] = tuple(_ints(dims, "--input"))
+    return out
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    import tessel
+    from tessel.graph.executor import model_tasks
+    graph = load_graph(args)
+    kernels, tasks = model_tasks(graph, tessel.Target("host"))
+    print(f"{graph.name}: {len(graph.nodes)} nodes -> {len(kernels)} kernels -> "
+          f"{len(tasks)} tasks")
+    for t in tasks:
+        print(f"  {t.label:<48} x{int(t.weight):<3} {t.flops / 1e6:10.1f} MFLOP")
+    return 0
+
+
+def cmd_tune_model(args: argparse.Namespace) -> int:
+    import tessel
+    graph = load_graph(args)
+    results = tessel.tune_model(graph, tessel.Target("host"), args.trials, database=args.db,
+                                scheduler=args.scheduler, strategy=args.strategy,
+                                cost_model=args.cost_model, batch_size=args.batch_size,
+                                seed=args.seed)
+    print(f"{graph.name}: {len(results)} tasks, records in {args.db}")
+    for r in results:
+        trials = r.trials_before + len(r.history)
+        print(f"  {r.task.label:<48} x{int(r.task.weight):<3} {trials:4d} trials  "
+              f"{r.best_gflops:8.1f} GFLOP/s")
+    return 0
+
+
+def cmd_run_model(args: argparse.Namespace) -> int:
+    import tessel
+    from tessel.graph.reference import run_graph
+    graph = load_graph(args)
+    model = tessel.compile_model(graph, tessel.Target("host"),
+                                 args.db if Path(args.db).exists() else None)
+    print(model.report())
+    rng = np.random.default_rng(args.seed)
+    feeds = [rng.standard_normal(graph.types[v].shape).astype(np.float32) for v in graph.inputs]
+    outs = model(*feeds)
+    expected = run_graph(graph, feeds)
+    err = max(float(np.max(np.abs(o - e))) for o, e in zip(outs, expected))
+    print(f"max |error| vs the numpy reference: {err:.2e}")
+    print(f"latency: {_latency(model, feeds, args.repeat) * 1e3:.3f} ms (median of "
+          f"{args.repeat})")
+    return 0
+
+
+def _latency(model: Any, feeds: list[np.ndarray], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        model(*feeds)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an .onnx file or a zoo model name (resnet18, bert_layer, ...)")
+    p.add_argument("--input", action="append", metavar="NAME=d0,d1,...",
+                   help="static shape of an ONNX input with dynamic dims (repeatable)")
+    p.add_argument("--frontend", choices=("torch", "onnx"), default="torch",
+                   help="importer for zoo models (default torch)")
+    p.add_argument("--image", type=int, default=None, help="image size of zoo CNNs")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"record database (default {DEFAULT_DB})")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def add_commands(sub) -> None:
+    from tessel.cli_tune import _guarded
+    p = sub.add_parser("tasks", help="the fused kernels and tuning tasks of a model")
+    _model_args(p)
+    p.set_defaults(fn=_guarded(cmd_tasks))
+    p = sub.add_parser("tune-model", help="tune every task of a model into the database")
+    _model_args(p)
+    p.add_argument("--trials", type=int, default=256, help="measurements in all (default 256)")
+    p.add_argument("--scheduler", choices=("gradient", "round-robin"), default="gradient")
+    p.add_argument("--strategy", default="evolutionary")
+    p.add_argument("--cost-model", default="xgb")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.set_defaults(fn=_guarded(cmd_tune_model))
+    p = sub.add_parser("run-model", help="compile a model with the database, check and time it")
+    _model_args(p)
+    p.add_argument("--repeat", type=int, default=10)
+    p.set_defaults(fn=_guarded(cmd_run_model))
+
+
+__all__ = ["add_commands", "load_graph"]

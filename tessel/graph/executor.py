@@ -1,0 +1,213 @@
+"""Compile a whole model into a callable: the best known kernel per fused group, memory planned
+up front.
+
+    model = tessel.compile_model("resnet18.onnx", Target("host"), database="tessel.db")
+    (logits,) = model(image)               # numpy in, numpy out
+    print(model.report())                  # which tasks were tuned, which fell back
+
+Every intermediate tensor gets its storage once, at compile time: a value's block is reused by
+later values as soon as its last reader has run (reshapes alias their input's block), so a call
+allocates nothing but its result copies. Kernels are bound to their arrays once, so a call is a
+list of C calls.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tessel.codegen import Module, build
+from tessel.database import Database
+from tessel.graph.fold import simplify
+from tessel.graph.fuse import FusedGroup, fuse
+from tessel.graph.ir import Graph, GraphError, check
+from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
+from tessel.target import Target
+from tessel.task import Task
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """How the executor runs one task: the database's best program, or the fallback."""
+    task: Task
+    tuned: bool
+
+    def line(self) -> str:
+        how = "tuned" if self.tuned else "fallback (unscheduled)"
+        return f"{self.task.label:<44} x{int(self.task.weight):<3} {how}"
+
+
+def load_model(model: Any, input_shapes: dict[str, Sequence[int]] | None = None,
+               example_inputs: tuple | None = None) -> Graph:
+    """A Graph from a Graph, an ONNX model (proto or path), or a torch.nn.Module (with
+    `example_inputs`); then simplified (constants and batch norms folded)."""
+    if isinstance(model, Graph):
+        graph = model
+    elif _is_torch_module(model):
+        check(example_inputs is not None, "a torch module needs example_inputs (a tuple of "
+                                          "tensors of the shapes to compile for)")
+        from tessel.graph.torch_import import from_torch
+        graph = from_torch(model, tuple(example_inputs))
+    elif isinstance(model, (str, Path)) or type(model).__name__ == "ModelProto":
+        from tessel.graph.onnx_import import from_onnx
+        graph = from_onnx(model, input_shapes=input_shapes)
+    else:
+        raise GraphError(f"cannot compile a {type(model).__name__}: pass a tessel Graph, an "
+                         f"ONNX model (ModelProto or path) or a torch.nn.Module")
+    return simplify(graph)
+
+
+def _is_torch_module(model: Any) -> bool:
+    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module"
+               for c in type(model).__mro__)
+
+
+def model_tasks(graph: Graph, target: Target) -> tuple[list[GroupKernel], list[Task]]:
+    """The kernels of a simplified graph and its tuning tasks (one per distinct kernel)."""
+    kernels = lower_groups(graph, fuse(graph))
+    return kernels, extract_tasks(kernels, target)
+
+
+def compile_model(model: Any, target: Target | None = None,
+                  database: str | Path | Database | None = None, *,
+                  input_shapes: dict[str, Sequence[int]] | None = None,
+                  example_inputs: tuple | None = None) -> "CompiledModel":
+    """Compile `model` for `target` with the best kernel `database` holds for each task;
+    tasks without a record run their unscheduled program (see `CompiledModel.report`)."""
+    from tessel.tune import best_module
+    target = target if target is not None else Target("host")
+    graph = load_model(model, input_shapes, example_inputs)
+    kernels, tasks = model_tasks(graph, target)
+    db = _open(database)
+    modules: dict[str, Module] = {}
+    statuses = []
+    for task in tasks:
+        mod = best_module(task.workload, target, db) if db is not None else None
+        statuses.append(TaskStatus(task, mod is not None))
+        modules[task.key] = mod if mod is not None else build(task.workload, target)
+    return CompiledModel(graph, fuse(graph), kernels, modules, statuses)
+
+
+def _open(database: str | Path | Database | None) -> Database | None:
+    if database is None or isinstance(database, Database):
+        return database
+    check(Path(database).exists(), f"database {database} does not exist")
+    return Database(database)
+
+
+class CompiledModel:
+    """A model ready to run: `model(*inputs)` returns its outputs as a list of arrays."""
+
+    def __init__(self, graph: Graph, groups: list[FusedGroup], kernels: list[GroupKernel],
+                 modules: dict[str, Module], statuses: list[TaskStatus]) -> None:
+        self.graph, self.statuses = graph, statuses
+        self.input_names = list(graph.inputs)
+        self._arrays = _plan_memory(graph, groups)
+        self._kernels = kernels
+        self._calls: list[Callable[[], None]] = [
+            modules[k.key].bind(*(self._arrays[v] for v in k.params)) for k in kernels]
+
+    @property
+    def tasks(self) -> list[Task]:
+        return [s.task for s in self.statuses]
+
+    def __call__(self, *inputs: np.ndarray, **named: np.ndarray) -> list[np.ndarray]:
+        for name, value in self._bind_inputs(inputs, named).items():
+            np.copyto(self._arrays[name], value)
+        for call in self._calls:
+            call()
+        return [self._arrays[v].copy() for v in self.graph.outputs]
+
+    def _bind_inputs(self, inputs: tuple, named: dict) -> dict[str, np.ndarray]:
+        check(not (inputs and named), "pass the model's inputs by position or by name, not both")
+        feeds = dict(zip(self.input_names, inputs)) if inputs else dict(named)
+        check(sorted(feeds) == sorted(self.input_names) and len(inputs) <= len(self.input_names),
+              f"model {self.graph.name} takes inputs {self.input_names}, got "
+              f"{list(feeds) if named else f'{len(inputs)} arrays'}")
+        for name, value in feeds.items():
+            want = self.graph.types[name]
+            value = np.asarray(value)
+            check(value.shape == want.shape, f"input {name}: shape {value.shape}, expected "
+                                             f"{want.shape}")
+            check(value.dtype == np.dtype(want.dtype), f"input {name}: dtype {value.dtype}, "
+                                                        f"expected {want.dtype}")
+        return feeds
+
+    def report(self) -> str:
+        tuned = sum(s.tuned for s in self.statuses)
+        lines = [f"{self.graph.name}: {len(self._kernels)} kernels, {len(self.statuses)} "
+                 f"distinct tasks, {tuned} tuned, {len(self.statuses) - tuned} fell back"]
+        return "\n".join(lines + [s.line() for s in self.statuses])
+
+    def profile(self, repeat: int = 3) -> list[tuple[str, float]]:
+        """(kernel name, best seconds of `repeat` calls) for each kernel in run order, on the
+        inputs of the last call."""
+        out = []
+        for kernel, call in zip(self._kernels, self._calls):
+            best = math.inf
+            for _ in range(repeat):
+                start = time.perf_counter()
+                call()
+                best = min(best, time.perf_counter() - start)
+            out.append((kernel.func.name, best))
+        return out
+
+
+def _plan_memory(graph: Graph, groups: list[FusedGroup]) -> dict[str, np.ndarray]:
+    """An array for every value the groups read or write; intermediate values share blocks
+    whose lifetimes do not overlap, reshapes alias their input."""
+    root, end = _lifetimes(graph, groups)
+    arrays: dict[str, np.ndarray] = dict(graph.constants)
+    blocks: dict[str, np.ndarray] = {}
+    free: list[np.ndarray] = []
+    for v in graph.inputs:
+        blocks[v] = np.empty(graph.types[v].nbytes, np.uint8)
+        arrays[v] = _view(blocks[v], graph, v)
+    for step, group in enumerate(groups):
+        out = group.output
+        if group.is_view:
+            arrays[out] = arrays[group.nodes[0].inputs[0]].reshape(graph.types[out].shape)
+            continue
+        blocks[out] = _take(free, graph.types[out].nbytes)
+        arrays[out] = _view(blocks[out], graph, out)
+        for r, last in end.items():
+            if last == step and r in blocks and r not in graph.inputs:
+                free.append(blocks.pop(r))
+    return arrays
+
+
+def _lifetimes(graph: Graph, groups: list[FusedGroup]) -> tuple[dict[str, str], dict[str, int]]:
+    """Each value's storage root (itself, or what a reshape aliases) and the step after which
+    each root's block is free (never, for model outputs)."""
+    root = {v: v for v in graph.inputs}
+    root.update({c: c for c in graph.constants})
+    end: dict[str, float] = {}
+    for step, group in enumerate(groups):
+        out = group.output
+        root[out] = root[group.nodes[0].inputs[0]] if group.is_view else out
+        end.setdefault(root[out], step)
+        for v in group.external_inputs():
+            end[root[v]] = max(end.get(root[v], step), step)
+    for v in graph.outputs:
+        end[root[v]] = math.inf
+    return root, end
+
+
+def _take(free: list[np.ndarray], nbytes: int) -> np.ndarray:
+    """The smallest free block that holds `nbytes`, else a new one."""
+    fits = [k for k, b in enumerate(free) if b.nbytes >= nbytes]
+    if not fits:
+        return np.empty(nbytes, np.uint8)
+    return free.pop(min(fits, key=lambda k: free[k].nbytes))
+
+
+def _view(block: np.ndarray, graph: Graph, value: str) -> np.ndarray:
+    t = graph.types[value]
+    return block[:t.nbytes].view(t.dtype).reshape(t.shape)
+
+
+__all__ = ["CompiledModel", "TaskStatus", "compile_model", "load_model", "model_tasks"]

@@ -1,0 +1,111 @@
+"""Fused groups -> PrimFuncs -> tuning tasks, one per distinct kernel.
+
+    graph = simplify(from_onnx("resnet18.onnx"))
+    kernels = lower_groups(graph, fuse(graph))      # one GroupKernel per non-view group
+    tasks = extract_tasks(kernels, Target("host"))  # one Task per structural hash, weighted
+
+A group's PrimFunc takes its external inputs (activations and weight tensors) in order of
+first use, then its output. Scalar constants are folded into the expressions as immediates.
+Groups that compute the same thing on the same shapes (ResNet's repeated blocks) share one
+structural hash, so they become one task whose weight is their count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tessel import te
+from tessel.graph.fuse import FusedGroup
+from tessel.graph.ir import Graph, Node
+from tessel.graph.ops import OPS, broadcast_shape
+from tessel.ir import PrimFunc, structural_hash
+from tessel.target import Target
+from tessel.task import Task
+
+
+@dataclass(frozen=True)
+class GroupKernel:
+    """One kernel of the model: the group, its PrimFunc, and the graph values bound to the
+    PrimFunc's parameters (inputs in order, then the output)."""
+    group: FusedGroup
+    func: PrimFunc
+    params: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return structural_hash(self.func)
+
+
+def lower_group(graph: Graph, group: FusedGroup) -> GroupKernel:
+    from tessel.graph.lowering import lower
+    env: dict[str, te.Tensor] = {}
+    placeholders: list[te.Tensor] = []
+    params: list[str] = []
+    for node in group.nodes:
+        args: list[te.Tensor | float] = []
+        for k, v in enumerate(node.inputs):
+            if v in env:
+                args.append(env[v])
+            elif _embeddable(graph, node, v):
+                args.append(float(graph.constants[v].reshape(-1)[0]))
+            else:
+                env[v] = te.placeholder(graph.types[v].shape, graph.types[v].dtype,
+                                        name=_param_name(node, k, len(params)))
+                placeholders.append(env[v])
+                params.append(v)
+                args.append(env[v])
+        env[node.output] = lower(node, args, name=node.op)
+    func = te.create_func([*placeholders, env[group.output]], name=group.name)
+    return GroupKernel(group, func, (*params, group.output))
+
+
+def _embeddable(graph: Graph, node: Node, value: str) -> bool:
+    """A one-element constant of an elementwise node whose output shape the other inputs
+    already give: it becomes an immediate of the expression."""
+    if value not in graph.constants or graph.constants[value].size != 1:
+        return False
+    if OPS[node.op].kind != "elemwise" or node.op == "batch_norm":
+        return False
+    others = [graph.types[v].shape for v in node.inputs if v != value]
+    out = graph.types[node.output].shape
+    return bool(others) and broadcast_shape(others, node.name) == out
+
+
+def _param_name(node: Node, index: int, count: int) -> str:
+    """Parameter names help readers and the measurement's random inputs (a batch norm's
+    variance must be positive); structural hashing ignores them."""
+    if node.op == "batch_norm":
+        return ("data", "gamma", "beta", "mean", "var")[index]
+    if OPS[node.op].kind == "anchor" and index > 0:
+        return ("weight", "bias")[index - 1]
+    return f"p{count}"
+
+
+def lower_groups(graph: Graph, groups: list[FusedGroup]) -> list[GroupKernel]:
+    return [lower_group(graph, g) for g in groups if not g.is_view]
+
+
+def extract_tasks(kernels: list[GroupKernel], target: Target) -> list[Task]:
+    """One task per distinct kernel (structural hash), weighted by how often the model runs
+    it, in order of first appearance."""
+    first: dict[str, GroupKernel] = {}
+    count: dict[str, int] = {}
+    for k in kernels:
+        first.setdefault(k.key, k)
+        count[k.key] = count.get(k.key, 0) + 1
+    return [Task(k.func, target, name=_task_name(k, i), weight=float(count[key]))
+            for i, (key, k) in enumerate(first.items())]
+
+
+def _task_name(kernel: GroupKernel, index: int) -> str:
+    shape = "x".join(str(n) for n in kernel.func.outputs[0].shape)
+    return f"{index:02d}-{kernel.func.name}-{shape}"
+
+
+def param_arrays(graph: Graph, kernel: GroupKernel) -> list[np.ndarray | None]:
+    """The constant arrays bound to the kernel's parameters (None for activations)."""
+    return [graph.constants.get(v) for v in kernel.params]
+
+
+__all__ = ["GroupKernel", "lower_group", "lower_groups", "extract_tasks", "param_arrays"]

@@ -1,0 +1,172 @@
+"""Graph passes, fusion, task extraction, memory planning and the model executor, on graphs
+built in code (odd shapes) and checked against the numpy interpreter."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessel
+from tessel.graph import Graph, GraphError
+from tessel.graph.executor import _lifetimes, compile_model, model_tasks
+from tessel.graph.fold import fold_batch_norm, fold_constants, simplify
+from tessel.graph.fuse import fuse
+from tessel.graph.reference import run_graph
+
+RNG = np.random.default_rng(0)
+
+
+def _const(g: Graph, name: str, *shape: int, positive: bool = False) -> str:
+    low = 0.5 if positive else -0.5
+    return g.add_constant(name, RNG.uniform(low, low + 1.0, shape).astype(np.float32))
+
+
+def _conv_bn(g: Graph, x: str, c_in: int, c_out: int, tag: str, stride: int = 1) -> str:
+    w = _const(g, f"{tag}_w", c_out, c_in, 3, 3)
+    y = g.add_node("conv", [x, w], name=f"{tag}_conv", strides=(stride, stride),
+                   pads=(1, 1, 1, 1))
+    bn = [_const(g, f"{tag}_{p}", c_out, positive=p == "var")
+          for p in ("gamma", "beta", "mean", "var")]
+    return g.add_node("batch_norm", [y, *bn], name=f"{tag}_bn", epsilon=1e-5)
+
+
+def residual_net(hw: int = 9, c: int = 5, classes: int = 7) -> Graph:
+    """conv-bn-relu, two residual blocks of the same shape, pool, flatten, dense, softmax."""
+    g = Graph("residual")
+    x = g.add_input("x", (1, 3, hw, hw))
+    h = g.add_node("relu", [_conv_bn(g, x, 3, c, "stem")])
+    for b in range(2):
+        y = g.add_node("relu", [_conv_bn(g, h, c, c, f"b{b}a")])
+        y = _conv_bn(g, y, c, c, f"b{b}b")
+        h = g.add_node("relu", [g.add_node("add", [y, h])])
+    p = g.add_node("global_avg_pool", [h])
+    f = g.add_node("reshape", [p], shape=(1, c))
+    d = g.add_node("dense", [f, _const(g, "fc_w", classes, c), _const(g, "fc_b", classes)])
+    g.set_outputs([g.add_node("softmax", [g.add_node("mul", [d, g.add_constant("two", 2.0)])],
+                              axis=-1)])
+    return g
+
+
+def _feeds(g: Graph) -> list[np.ndarray]:
+    return [RNG.standard_normal(g.types[v].shape).astype(np.float32) for v in g.inputs]
+
+
+def test_fold_batch_norm_removes_every_bn_after_a_conv_and_keeps_the_result():
+    g = residual_net()
+    folded = fold_batch_norm(g)
+    assert g.op_counts()["batch_norm"] == 5 and "batch_norm" not in folded.op_counts()
+    assert all(len(n.inputs) == 3 for n in folded.nodes if n.op == "conv")  # bias added
+    feeds = _feeds(g)
+    np.testing.assert_allclose(run_graph(folded, feeds)[0], run_graph(g, feeds)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_fold_batch_norm_keeps_a_conv_whose_output_has_other_users():
+    g = Graph("shared")
+    x = g.add_input("x", (1, 2, 5, 5))
+    w = _const(g, "w", 3, 2, 3, 3)
+    y = g.add_node("conv", [x, w], pads=(1, 1, 1, 1))
+    bn = g.add_node("batch_norm", [y, *(_const(g, p, 3, positive=True)
+                                        for p in ("s", "b", "m", "v"))])
+    g.set_outputs([g.add_node("add", [bn, y])])
+    assert fold_batch_norm(g).op_counts()["batch_norm"] == 1
+
+
+def test_fold_constants_evaluates_constant_subgraphs():
+    g = Graph("consts")
+    x = g.add_input("x", (3, 4))
+    a = g.add_node("add", [_const(g, "a", 3, 4), _const(g, "b", 3, 4)])
+    t = g.add_node("transpose", [g.add_node("exp", [a])], perm=(1, 0))
+    g.set_outputs([g.add_node("matmul", [x, t])])
+    folded = fold_constants(g)
+    assert folded.op_counts() == {"matmul": 1}
+    feeds = _feeds(g)
+    np.testing.assert_allclose(run_graph(folded, feeds)[0], run_graph(g, feeds)[0], rtol=1e-6)
+
+
+def test_fusion_puts_conv_bias_residual_and_relu_in_one_group():
+    graph = simplify(residual_net())
+    groups = fuse(graph)
+    ops = [[n.op for n in grp.nodes] for grp in groups]
+    assert ops[0] == ["conv", "relu"]
+    assert ["conv", "add", "relu"] in ops  # the block's second conv takes the residual
+    assert ["reshape"] in ops and groups[ops.index(["reshape"])].is_view
+    assert ops[-1] == ["softmax"] and ["dense", "mul"] in ops
+    # every group runs after the groups that produce its inputs
+    made = set(graph.inputs)
+    for grp in groups:
+        assert all(v in made or v in graph.constants for v in grp.external_inputs())
+        made.add(grp.output)
+
+
+def test_identical_blocks_share_one_weighted_task():
+    graph = simplify(residual_net())
+    kernels, tasks = model_tasks(graph, tessel.Target("host"))
+    assert len(kernels) == 8  # stem, 2 x (conv-relu, conv-add-relu), pool, dense, softmax
+    weights = sorted(int(t.weight) for t in tasks)
+    assert weights == [1, 1, 1, 1, 2, 2] and len({t.key for t in tasks}) == len(tasks)
+    # the scalar constant 2.0 is an immediate, not a parameter of the dense kernel
+    dense = next(k for k in kernels if k.func.name == "fused_dense_mul")
+    assert len(dense.func.params) == 4  # data, weight, bias, out
+
+
+def test_memory_plan_reuses_blocks_and_never_aliases_a_kernel_output_with_its_inputs():
+    graph = simplify(residual_net(hw=11, c=3))
+    model = compile_model(graph)
+    arrays = model._arrays
+    intermediates = [k.params[-1] for k in model._kernels]
+    bases = {arrays[v].__array_interface__["data"][0] for v in intermediates}
+    assert len(bases) < len(intermediates)  # blocks are shared
+    for k in model._kernels:
+        out = arrays[k.params[-1]]
+        assert not any(np.shares_memory(out, arrays[v]) for v in k.params[:-1])
+    root, end = _lifetimes(graph, fuse(graph))
+    assert end[root[graph.outputs[0]]] == float("inf")
+
+
+@pytest.mark.parametrize("hw,c", [(9, 5), (7, 3)])
+def test_compiled_model_matches_the_numpy_interpreter(hw, c):
+    graph = residual_net(hw, c)
+    model = compile_model(graph)
+    for seed in range(2):  # a second call reuses the planned buffers
+        feeds = [np.random.default_rng(seed).standard_normal((1, 3, hw, hw)).astype("float32")]
+        (out,) = model(*feeds)
+        np.testing.assert_allclose(out, run_graph(graph, feeds)[0], rtol=1e-4, atol=1e-5)
+        assert out.shape == (1, 7) and np.allclose(out.sum(), 1.0, atol=1e-5)
+    assert "0 tuned" in model.report() and "fallback" in model.report()
+    assert len(model.profile(repeat=1)) == len(model._kernels)
+
+
+def test_compiled_model_checks_its_inputs():
+    model = compile_model(residual_net())
+    good = np.zeros((1, 3, 9, 9), np.float32)
+    with pytest.raises(GraphError, match="shape"):
+        model(np.zeros((1, 3, 8, 9), np.float32))
+    with pytest.raises(GraphError, match="dtype"):
+        model(good.astype(np.float64))
+    with pytest.raises(GraphError, match="takes inputs"):
+        model(good, good)
+    with pytest.raises(GraphError, match="takes inputs"):
+        model(y=good)
+    assert model(x=good)[0].shape == (1, 7)
+
+
+def test_compile_model_rejects_what_it_cannot_compile(tmp_path):
+    with pytest.raises(GraphError, match="cannot compile a list"):
+        compile_model([1, 2])
+    with pytest.raises(GraphError, match="does not exist"):
+        compile_model(residual_net(), database=tmp_path / "missing.db")
+
+
+def test_tuned_records_are_used_by_the_executor(tmp_path):
+    g = Graph("mlp")
+    x = g.add_input("x", (3, 13))
+    h = g.add_node("relu", [g.add_node("dense", [x, _const(g, "w", 11, 13), _const(g, "b", 11)])])
+    g.set_outputs([h])
+    db = tmp_path / "m.db"
+    results = tessel.tune_model(g, trials=4, database=db, strategy="random",
+                                cost_model="random", batch_size=4, progress=False)
+    assert len(results) == 1 and results[0].best_trace is not None
+    model = compile_model(g, database=db)
+    assert model.statuses[0].tuned and "1 tuned" in model.report()
+    feeds = _feeds(g)
+    np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -36,7 +36,7 @@ def load_graph(args: argparse.Namespace):
     kwargs = {"image": args.image} if args.image else {}
     if args.frontend == "onnx":
         return load_model(models.onnx_model(args.model, **kwargs))
-    module, example = models.MODELS[args.model](**kwargs)
+    module, example = models.build(args.model, **kwargs)
     return load_model(module, example_inputs=example)
 
 

@@ -129,6 +129,16 @@ class SearchStrategy(ABC):
                 return p
         return None
 
+    def priors(self) -> list[Proposal]:
+        """The space's expert priors (tessel.space.priors): register-blocked programs that a
+        search measures before it has data to learn from."""
+        from tessel.space.priors import prior_schedules
+        try:
+            schedules = prior_schedules(self.space, self.workload)
+        except (ScheduleError, ValueError):
+            return []
+        return [p for p in map(self.finalize, schedules) if p is not None]
+
     def mutate(self, p: Proposal) -> Proposal | None:
         """A valid neighbour of `p`, or None: for a template, one knob changed; otherwise one
         decision changed by a mutator picked by `mutator_probs`."""

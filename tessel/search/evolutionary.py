@@ -8,6 +8,10 @@ Each `ask(n)`:
      probability mutate_prob (an invalid mutant is dropped: the space validates it);
   3. the batch is the best-scored programs seen in any generation that were never proposed
      before, with an epsilon fraction replaced by fresh random samples.
+
+With `priors` (the default), the first batch of a search that has measured nothing starts with
+the space's expert priors (tessel.space.priors): register-blocked programs that uniform
+sampling rarely finds and an untrained model cannot pick, so the evolution starts from them.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def __init__(self, space, workload, *, population: int = 64, generations: int = 3,
                  init_measured_ratio: float = 0.2, mutate_prob: float = 0.85,
-                 epsilon: float = 0.05, **kw) -> None:
+                 epsilon: float = 0.05, priors: bool = True, **kw) -> None:
         super().__init__(space, workload, **kw)
         if population < 2 or generations < 0 or not 0 <= epsilon <= 1:
             raise SearchError(f"evolutionary: need population >= 2, generations >= 0, "
@@ -29,8 +33,13 @@ class EvolutionarySearch(SearchStrategy):
         self.population, self.generations = population, generations
         self.init_measured_ratio, self.mutate_prob, self.epsilon = (init_measured_ratio,
                                                                     mutate_prob, epsilon)
+        self.use_priors = priors
 
     def ask(self, n: int) -> list[Proposal]:
+        first = self.take_new(self.priors(), n) if self.use_priors and not self.measured else []
+        return first + self._evolve(n - len(first)) if len(first) < n else first
+
+    def _evolve(self, n: int) -> list[Proposal]:
         pool: dict[str, tuple[float, Proposal]] = {}  # every program scored, by key
         pop = self._initial_population()
         for gen in range(self.generations + 1):

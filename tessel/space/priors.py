@@ -1,0 +1,119 @@
+"""Expert priors: for each design of a space, decisions that give a register-blocked kernel.
+
+Uniform sampling of tile sizes rarely lands on what a CPU kernel needs all at once (a vector
+tile of whole vectors, a few rows of register accumulators, a packed operand, the padding
+computed once), and a cost model cannot learn that from a handful of measurements. So the
+search measures these first, as AutoTVM measures a template's fallback configuration: each
+design's tiling gets
+
+- the vector axis (the block's last tiled spatial loop): an innermost tile of 16 or 8 lanes;
+- the row axis (the spatial loop before it): as many rows as keep the accumulators within 12
+  vector registers of AVX2's 16; a cache tile of up to 4 x 2 register tiles;
+- every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
+  so the register tile accumulates long before it is stored;
+- packing of the read along the vector axis on, a modest unroll (16), padding at the root.
+
+Only decisions of sampling instructions a design has are set; the rest keep the design's own.
+A prior that does not fit a design (ScheduleError) is dropped.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tessel.ir import PrimFunc
+from tessel.schedule import Schedule, ScheduleError, Trace
+
+SPATIAL_LEVELS, REDUCE_LEVELS = 4, 2  # MultiLevelTiling's "SSRSRS"
+ACCUMULATORS = 12  # vector registers for the register tile (AVX2 has 16)
+REDUCE_INNER = 256
+UNROLL = 16
+
+
+def prior_schedules(space: Any, func: PrimFunc) -> list[Schedule]:
+    """Schedules of `func`: each design of `space` under each register-tile prior (none for a
+    space without MultiLevelTiling, e.g. a template: its author's defaults rule there)."""
+    from tessel.space.base import UnionSpace
+    from tessel.space.rules import MultiLevelTiling
+    if isinstance(space, UnionSpace):
+        return [s for member in space.spaces for s in prior_schedules(member, func)]
+    tiling = [r for r in getattr(space, "rules", ()) if isinstance(r, MultiLevelTiling)]
+    if not tiling:
+        return []
+    lanes = tiling[0].vector_lanes
+    out = []
+    for design in space.designs(func):
+        for decisions in prior_decisions(design, lanes):
+            try:
+                out.append(design.apply(Schedule(func), decisions))
+            except ScheduleError:
+                continue
+    return out
+
+
+def prior_decisions(design: Trace, lanes: int = 8) -> list[dict[int, Any]]:
+    """Decision sets for `design`: one per vector width (2 or 1 vectors) that fits its vector
+    axis; none when the design tiles nothing."""
+    tiles = [(site, math.prod(design.decisions[site]))
+             for site in design.sampling_sites()
+             if design.instructions[site].kind == "sample_perfect_tile"
+             and site in design.decisions]
+    spatial = [(s, e) for s, e in tiles if _levels(design, s) == SPATIAL_LEVELS]
+    reduce = [(s, e) for s, e in tiles if _levels(design, s) == REDUCE_LEVELS]
+    if not spatial:
+        return []
+    fixed = {**_categoricals(design), **{s: _reduce_tile(e) for s, e in reduce}}
+    out = []
+    for width in (2 * lanes, lanes):
+        if spatial[-1][1] % width and width != lanes:
+            continue  # two vectors must divide the axis; one may leave a tail
+        decisions = dict(fixed)
+        decisions.update({s: (e, 1, 1, 1) for s, e in spatial[:-2]})
+        vec_site, vec_extent = spatial[-1]
+        inner = _largest_divisor(vec_extent, width)
+        tiles = _largest_divisor(vec_extent // inner, 2)
+        decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
+        if len(spatial) >= 2:
+            row_site, row_extent = spatial[-2]
+            decisions[row_site] = _row_tile(row_extent, ACCUMULATORS // math.ceil(inner / lanes))
+        if decisions not in out:
+            out.append(decisions)
+    return out
+
+
+def _levels(design: Trace, site: int) -> int:
+    return int(dict(design.instructions[site].args).get("n", 0))
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _row_tile(extent: int, rows_max: int) -> tuple[int, int, int, int]:
+    rows = _largest_divisor(extent, max(1, rows_max))
+    tiles = _largest_divisor(extent // rows, 4)
+    return (extent // rows // tiles, 1, tiles, rows)
+
+
+def _reduce_tile(extent: int) -> tuple[int, int]:
+    inner = _largest_divisor(extent, REDUCE_INNER)
+    return (extent // inner, inner)
+
+
+def _categoricals(design: Trace) -> dict[int, Any]:
+    """Pack the vector-axis read, unroll by 16, compute producers (padding) at the root."""
+    out: dict[int, Any] = {}
+    for site in design.sampling_sites():
+        inst = design.instructions[site]
+        if inst.kind == "sample_compute_location":
+            out[site] = -1
+        elif inst.kind == "sample_categorical":
+            candidates = tuple(dict(inst.args).get("candidates", ()))
+            if candidates == (0, 1):
+                out[site] = 1
+            elif UNROLL in candidates:
+                out[site] = candidates.index(UNROLL)
+    return out
+
+
+__all__ = ["prior_schedules", "prior_decisions"]

@@ -1,0 +1,84 @@
+"""Expert priors of the auto space (tessel.space.priors): register-blocked decisions per design,
+valid and correct programs, measured first by the evolutionary search."""
+import math
+
+import numpy as np
+import pytest
+
+import tessel
+from tessel import ops
+from tessel.search import make_strategy
+from tessel.space import default_postprocs, make_space, postprocess
+from tessel.space.priors import prior_decisions, prior_schedules
+
+TARGET = tessel.Target("host")
+AUTO = make_space("auto", TARGET)
+POSTPROCS = default_postprocs(TARGET)
+LANES = TARGET.vector_lanes("float32")
+
+
+def _run(func, program) -> float:
+    inputs = ops.reference_inputs(func, seed=1)
+    (out,) = ops.empty_outputs(func)
+    tessel.build(program, TARGET)(*inputs, out)
+    ref = ops.run_reference(func, *inputs)
+    return float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))
+
+
+def _tiles(trace):
+    return [trace.decisions[s] for s in trace.sampling_sites()
+            if trace.instructions[s].kind == "sample_perfect_tile"]
+
+
+def test_matmul_priors_tile_whole_vectors_and_a_few_rows():
+    func = ops.matmul(96, 640, 120)
+    designs = AUTO.designs(func)
+    for design in designs:
+        for decisions in prior_decisions(design, LANES):
+            tiles = [decisions[s] for s in design.sampling_sites() if s in decisions
+                     and design.instructions[s].kind == "sample_perfect_tile"]
+            rows, cols, red = tiles
+            assert math.prod(rows) == 96 and math.prod(cols) == 640 and math.prod(red) == 120
+            assert cols[-1] in (LANES, 2 * LANES) and rows[-1] * cols[-1] // LANES <= 12
+            assert red[-1] == 120  # the whole reduction inside the register tile
+    assert len(prior_schedules(AUTO, func)) == 2 * len(designs)
+
+
+def test_prior_programs_are_correct_and_register_blocked():
+    func = ops.matmul(48, 64, 40)
+    finals = [postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func)]
+    programs = [f.func for f in finals if f is not None]
+    assert programs and all(_run(func, p) < 1e-5 for p in programs)
+    fmas = []
+    for p in programs:
+        asm = tessel.build(p, TARGET).asm()
+        fmas.append(max(part.count("vfmadd") for part in asm.split(".L")[1:]))
+    assert max(fmas) >= 8  # rows x two vectors of accumulators in one loop body
+
+
+def test_conv_priors_include_channels_in_the_vector_lanes_with_a_packed_weight():
+    func = ops.conv2d(1, 5, 7, 7, 16, 3, 3, padding=1)  # rows of 7 cannot fill vectors
+    programs = [postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func)]
+    packed = [p.func for p in programs
+              if p is not None and any(b.name.endswith("_global")
+                                       for b in tessel.ir.blocks(p.func.body))]
+    assert packed and max(_run(func, p) for p in packed) < 1e-5
+
+
+def test_templates_and_untiled_programs_have_no_priors():
+    assert prior_schedules(make_space("matmul"), ops.matmul(16, 16, 16)) == []
+    assert prior_schedules(AUTO, ops.relu((5, 7))) == []
+
+
+@pytest.mark.parametrize("priors", [True, False])
+def test_evolutionary_search_measures_the_priors_first(priors):
+    func = ops.matmul(48, 64, 40)
+    strategy = make_strategy("evolutionary", AUTO, func, seed=0, postprocs=POSTPROCS,
+                             priors=priors, population=8, generations=1)
+    batch = strategy.ask(6)
+    assert len(batch) == 6
+    prior_keys = {tessel.ir.structural_hash(p.func)
+                  for p in map(lambda s: postprocess(s, POSTPROCS), prior_schedules(AUTO, func))
+                  if p is not None}
+    firsts = [tessel.ir.structural_hash(p.func) in prior_keys for p in batch]
+    assert all(firsts[:4]) if priors else sum(firsts) <= 1

@@ -14,7 +14,9 @@ design's tiling gets
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root.
 
 Only decisions of sampling instructions a design has are set; the rest keep the design's own.
-A prior that does not fit a design (ScheduleError) is dropped.
+A prior that does not fit a design (ScheduleError) is dropped. The priors come ranked: whole
+vector tiles first, then a local accumulator tile, then a packed operand; only the two best
+ranks are kept (a design that vectorizes a strided axis without a local tile is hopeless).
 """
 from __future__ import annotations
 
@@ -41,14 +43,29 @@ def prior_schedules(space: Any, func: PrimFunc) -> list[Schedule]:
     if not tiling:
         return []
     lanes = tiling[0].vector_lanes
-    out = []
+    ranked = []
     for design in space.designs(func):
         for decisions in prior_decisions(design, lanes):
             try:
-                out.append(design.apply(Schedule(func), decisions))
+                sch = design.apply(Schedule(func), decisions)
             except ScheduleError:
                 continue
-    return out
+            ranked.append((-_promise(design, decisions, lanes), len(ranked), sch))
+    best = min((r[0] for r in ranked), default=0)
+    return [sch for score, _, sch in sorted(ranked, key=lambda r: r[:2]) if score <= best + 1]
+
+
+def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
+    """How much a prior looks like a vendor kernel, to measure the likeliest first: its vector
+    tile is whole vectors, it accumulates in a local (register) tile, it packs the operand."""
+    tiles = [decisions[s] for s in design.sampling_sites() if isinstance(decisions.get(s), tuple)
+             and _levels(design, s) == SPATIAL_LEVELS]
+    whole = bool(tiles) and tiles[-1][-1] % lanes == 0
+    local = any(inst.kind == "cache_write" for inst in design.instructions)
+    packed = any(design.instructions[s].kind == "sample_categorical" and v == 1
+                 and tuple(dict(design.instructions[s].args)["candidates"]) == (0, 1)
+                 for s, v in decisions.items())
+    return 4 * whole + 2 * local + packed
 
 
 def prior_decisions(design: Trace, lanes: int = 8) -> list[dict[int, Any]]:

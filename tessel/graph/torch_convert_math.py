@@ -1,0 +1,220 @@
+"""The torch importer's converters for dense layers, elementwise operators and layout.
+
+`ATEN` maps ATen operator names (`aten.add.Tensor`) to converters that build canonical
+operators through a `tessel.graph.torch_context.Context`; `tessel.graph.torch_import` merges it
+with `tessel.graph.torch_convert_nn.ATEN`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tessel.graph.torch_context import Const, Context, Converter, Missing, each
+
+
+# ---- dense ----
+
+def _linear(c: Context, a: dict) -> Any:
+    bias = [] if a["bias"] is None else [a["bias"]]
+    return c.out("dense", [a["input"], a["weight"], *bias])
+
+
+def _addmm(c: Context, a: dict) -> Any:
+    """beta * self + alpha * (mat1 @ mat2); a constant mat2 and a row bias make a dense."""
+    w, bias = c.const(a["mat2"]), a["self"]
+    if (w is not None and w.ndim == 2 and a["beta"] == 1 and a["alpha"] == 1
+            and c.shape(bias) == (w.shape[1],)):
+        return c.out("dense", [a["mat1"], c.transpose(a["mat2"], (1, 0)), bias])
+    product = c.emit("matmul", [a["mat1"], a["mat2"]])
+    if a["alpha"] != 1:
+        product = _times(c, product, float(a["alpha"]))
+    return c.out("add", [bias if a["beta"] == 1 else _times(c, bias, float(a["beta"])), product])
+
+
+def _matmul(c: Context, a: dict) -> Any:
+    """torch.matmul, mm and bmm; 1-d operands become a row (left) or a column (right)."""
+    x, y = a["self"], a.get("other", a.get("mat2"))
+    vectors = len(c.shape(x)) == 1 or len(c.shape(y)) == 1
+    if not vectors:
+        return c.out("matmul", [x, y])
+    if len(c.shape(x)) == 1:
+        x = c.reshape(x, (1, *c.shape(x)))
+    if len(c.shape(y)) == 1:
+        y = c.reshape(y, (*c.shape(y), 1))
+    return c.reshape(c.emit("matmul", [x, y]), c.out_shape(), final=True)
+
+
+# ---- elementwise ----
+
+def _binary(op: str, reverse: bool = False) -> Converter:
+    """add/sub (with alpha on the second operand), mul, div, pow, maximum, minimum; `reverse`
+    is rsub: other - alpha * self."""
+    def convert(c: Context, a: dict) -> Any:
+        x, y = a["self"], a.get("other", a.get("exponent"))
+        if reverse:
+            x, y = y, x
+        alpha = a.get("alpha", 1)
+        if alpha != 1:
+            y = _times(c, y, float(alpha))
+        if a.get("rounding_mode") is not None:
+            raise c.fail(f"rounding_mode={a['rounding_mode']!r} is not supported")
+        return c.out(op, [x, y])
+    return convert
+
+
+def _times(c: Context, v: Any, factor: float) -> Any:
+    """`v * factor`, computed at import when `v` is a constant."""
+    array = c.const(v)
+    if array is None:
+        return c.emit("mul", [v, factor])
+    return float(array * factor) if array.ndim == 0 else c.new_const(array * factor, "scaled")
+
+
+def _unary(op: str, **attrs: Any) -> Converter:
+    return lambda c, a: c.out(op, [a["self"]], **attrs)
+
+
+def _gelu(c: Context, a: dict) -> Any:
+    return c.out("gelu", [a["self"]], approximate=a["approximate"])
+
+
+def _leaky_relu(c: Context, a: dict) -> Any:
+    return c.out("leaky_relu", [a["self"]], alpha=float(a["negative_slope"]))
+
+
+def _clip(lo_key: str | None, hi_key: str | None, lo: float | None = None,
+          hi: float | None = None) -> Converter:
+    """clamp/hardtanh/relu6 as clip; the bounds come from arguments or are fixed."""
+    def convert(c: Context, a: dict) -> Any:
+        low = a.get(lo_key) if lo_key else lo
+        high = a.get(hi_key) if hi_key else hi
+        for bound in (low, high):
+            if bound is not None and not isinstance(bound, (int, float)):
+                raise c.fail("tensor bounds are not supported; clamp to Python numbers")
+        return c.out("clip", [a["self"]], min=None if low is None else float(low),
+                     max=None if high is None else float(high))
+    return convert
+
+
+def _reciprocal(c: Context, a: dict) -> Any:
+    return c.out("div", [1.0, a["self"]])
+
+
+def _rsqrt(c: Context, a: dict) -> Any:
+    return c.out("div", [1.0, c.emit("sqrt", [a["self"]])])
+
+
+def _silu(c: Context, a: dict) -> Any:
+    return c.out("mul", [a["self"], c.emit("sigmoid", [a["self"]])])
+
+
+def _hardsigmoid_value(c: Context, x: Any, final: bool) -> str:
+    shifted = c.emit("add", [c.emit("mul", [x, 1.0 / 6.0]), 0.5])
+    return (c.out if final else c.emit)("clip", [shifted], min=0.0, max=1.0)
+
+
+def _hardsigmoid(c: Context, a: dict) -> Any:
+    return _hardsigmoid_value(c, a["self"], final=True)
+
+
+def _hardswish(c: Context, a: dict) -> Any:
+    return c.out("mul", [a["self"], _hardsigmoid_value(c, a["self"], final=False)])
+
+
+
+# ---- layout ----
+
+def _view(c: Context, a: dict) -> Any:
+    """view/reshape/flatten/unflatten/squeeze/unsqueeze/expand without broadcasting: the
+    output shape that torch recorded."""
+    x, shape = a["self"], c.out_shape()
+    if math.prod(shape) != math.prod(c.shape(x)):
+        raise c.fail(f"broadcasting {c.shape(x)} to {shape} is not supported (only "
+                     f"expands that add size-1 axes)")
+    return c.reshape(x, shape, final=True)
+
+
+def _identity(c: Context, a: dict) -> Any:
+    """clone, contiguous, alias, detach, dropout in eval mode, casts to the same dtype."""
+    x = a.get("self", a.get("input"))
+    if a.get("train"):
+        raise c.fail("dropout in training mode is not supported; export in eval mode")
+    dtype = a.get("dtype")
+    if dtype is not None and str(dtype).removeprefix("torch.") != _dtype(c, x):
+        raise c.fail(f"casting {_dtype(c, x)} to {dtype} is not supported")
+    return x
+
+
+def _dtype(c: Context, v: Any) -> str:
+    return str(v.array.dtype) if isinstance(v, Const) else c.graph.types[v].dtype
+
+
+def _native_dropout(c: Context, a: dict) -> Any:
+    return (_identity(c, a), Missing("dropout mask output"))
+
+
+def _permute(c: Context, a: dict) -> Any:
+    rank = len(c.shape(a["self"]))
+    if "dims" in a:
+        perm = [int(d) % rank for d in a["dims"]]
+    else:  # transpose.int, t: swap two axes
+        perm = list(range(rank))
+        i, j = (int(a["dim0"]) % rank, int(a["dim1"]) % rank) if "dim0" in a else (0, rank - 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return c.transpose(a["self"], perm, final=True)
+
+
+def _cat(c: Context, a: dict) -> Any:
+    tensors = [t for t in a["tensors"] if math.prod(c.shape(t)) > 0]
+    if len(tensors) == 1:
+        return tensors[0]
+    return c.out("concat", tensors, axis=int(a["dim"]))
+
+
+def _stack(c: Context, a: dict) -> Any:
+    rank = len(c.shape(a["tensors"][0])) + 1
+    axis = int(a["dim"]) % rank
+    parts = [c.reshape(t, (*c.shape(t)[:axis], 1, *c.shape(t)[axis:])) for t in a["tensors"]]
+    return c.out("concat", parts, axis=axis) if len(parts) > 1 else parts[0]
+
+
+_UNARY = "relu sigmoid tanh erf exp log sqrt neg abs".split()
+_VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
+          "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims "
+          "expand.default")
+_IDENTITY = ("clone.default contiguous.default alias.default detach.default "
+             "lift_fresh_copy.default dropout.default feature_dropout.default "
+             "alpha_dropout.default _to_copy.default to.dtype")
+
+ATEN: dict[str, Converter] = {
+    **each("linear.default", _linear),
+    **each("addmm.default", _addmm),
+    **each("mm.default bmm.default matmul.default", _matmul),
+    **each("add.Tensor add.Scalar add_.Tensor add_.Scalar", _binary("add")),
+    **each("sub.Tensor sub.Scalar sub_.Tensor sub_.Scalar", _binary("sub")),
+    **each("rsub.Tensor rsub.Scalar", _binary("sub", reverse=True)),
+    **each("mul.Tensor mul.Scalar mul_.Tensor mul_.Scalar", _binary("mul")),
+    **each("div.Tensor div.Scalar div.Tensor_mode div_.Tensor div_.Scalar", _binary("div")),
+    **each("pow.Tensor_Tensor pow.Tensor_Scalar pow.Scalar", _binary("pow")),
+    **each("maximum.default", _binary("maximum")),
+    **each("minimum.default", _binary("minimum")),
+    **{f"aten.{op}{inplace}.default": _unary(op) for op in _UNARY for inplace in ("", "_")},
+    **each("gelu.default gelu_.default", _gelu),
+    **each("leaky_relu.default leaky_relu_.default", _leaky_relu),
+    **each("hardtanh.default hardtanh_.default", _clip("min_val", "max_val")),
+    **each("relu6.default relu6_.default", _clip(None, None, 0.0, 6.0)),
+    **each("clamp.default clamp_.default", _clip("min", "max")),
+    **each("clamp_min.default clamp_min_.default", _clip("min", None)),
+    **each("clamp_max.default clamp_max_.default", _clip(None, "max")),
+    **each("reciprocal.default", _reciprocal),
+    **each("rsqrt.default", _rsqrt),
+    **each("silu.default silu_.default", _silu),
+    **each("hardsigmoid.default hardsigmoid_.default", _hardsigmoid),
+    **each("hardswish.default hardswish_.default", _hardswish),
+    **each(_VIEWS, _view),
+    **each("permute.default transpose.int t.default", _permute),
+    **each(_IDENTITY, _identity),
+    **each("native_dropout.default", _native_dropout),
+    **each("cat.default", _cat),
+    **each("stack.default", _stack),
+}

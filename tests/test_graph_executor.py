@@ -170,3 +170,21 @@ def test_tuned_records_are_used_by_the_executor(tmp_path):
     assert model.statuses[0].tuned and "1 tuned" in model.report()
     feeds = _feeds(g)
     np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("spelling", ["div", "mul"])
+def test_spelled_out_gelu_becomes_one_node_and_fuses_into_its_dense(spelling):
+    g = Graph("ffn")
+    x = g.add_input("x", (3, 5))
+    h = g.add_node("dense", [x, _const(g, "w", 7, 5), _const(g, "b", 7)])
+    c = g.add_constant("c", np.float32(np.sqrt(2.0) if spelling == "div" else np.sqrt(0.5)))
+    e = g.add_node("erf", [g.add_node(spelling, [h, c])])
+    a = g.add_node("add", [g.add_constant("one", np.float32(1.0)), e])
+    y = g.add_node("mul", [g.add_node("mul", [h, a]), g.add_constant("half", np.float32(0.5))])
+    g.set_outputs([y])
+    simple = simplify(g)
+    assert simple.op_counts() == {"dense": 1, "gelu": 1}
+    assert [grp.name for grp in fuse(simple)] == ["fused_dense_gelu"]
+    feeds = _feeds(g)
+    np.testing.assert_allclose(compile_model(g)(*feeds)[0], run_graph(g, feeds)[0],
+                               rtol=1e-5, atol=1e-6)

@@ -96,7 +96,7 @@ def best_by_runner(name: str, n: int, target, timeout_s: float) -> tuple[float, 
                      timeout_s=timeout_s) as runner:
         results = runner.run(cands, builds)
     valid = sum(b.artifact is not None for b in builds)
-    slow = sum(r.error_kind == "timeout" for r in results)
+    slow = sum(r.error_kind == "timeout" for r, b in zip(results, builds) if b.artifact)
     k = min(range(len(results)), key=lambda i: results[i].mean_secs)
     mod = tessel.build(cands[k].func, target)
     inputs = ops.reference_inputs(func, seed=0)

@@ -123,16 +123,19 @@ def test_memory_plan_reuses_blocks_and_never_aliases_a_kernel_output_with_its_in
     assert end[root[graph.outputs[0]]] == float("inf")
 
 
-@pytest.mark.parametrize("hw,c", [(9, 5), (7, 3)])
-def test_compiled_model_matches_the_numpy_interpreter(hw, c):
+@pytest.mark.parametrize("hw,c,fallback", [(9, 5, "prior"), (7, 3, "unscheduled")])
+def test_compiled_model_matches_the_numpy_interpreter(hw, c, fallback):
     graph = residual_net(hw, c)
-    model = compile_model(graph)
+    model = compile_model(graph, fallback=fallback)
     for seed in range(2):  # a second call reuses the planned buffers
         feeds = [np.random.default_rng(seed).standard_normal((1, 3, hw, hw)).astype("float32")]
         (out,) = model(*feeds)
         np.testing.assert_allclose(out, run_graph(graph, feeds)[0], rtol=1e-4, atol=1e-5)
         assert out.shape == (1, 7) and np.allclose(out.sum(), 1.0, atol=1e-5)
-    assert "0 tuned" in model.report() and "fallback" in model.report()
+    hows = {s.how for s in model.statuses}
+    assert hows == ({"prior", "unscheduled"} if fallback == "prior" else {"unscheduled"})
+    convs = [s for s in model.statuses if "conv" in s.task.label]
+    assert all(s.how == fallback for s in convs) and "0 tuned" in model.report()
     assert len(model.profile(repeat=1)) == len(model._kernels)
 
 
@@ -155,6 +158,8 @@ def test_compile_model_rejects_what_it_cannot_compile(tmp_path):
         compile_model([1, 2])
     with pytest.raises(GraphError, match="does not exist"):
         compile_model(residual_net(), database=tmp_path / "missing.db")
+    with pytest.raises(GraphError, match="fallback must be one of"):
+        compile_model(residual_net(), fallback="fast")
 
 
 def test_tuned_records_are_used_by_the_executor(tmp_path):

@@ -1,5 +1,6 @@
 """Every zoo model compiles untuned through both importers and computes what its runtime
-computes: the ONNX path against onnxruntime, the torch.export path against PyTorch."""
+computes: the ONNX path (tiled kernels on their expert prior, the default) against
+onnxruntime, the torch.export path (unscheduled kernels) against PyTorch."""
 import numpy as np
 import pytest
 
@@ -40,13 +41,14 @@ def test_onnx_path_matches_onnxruntime(name):
     want = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), feeds)})
     model = tessel.compile_model(proto)
     assert model.statuses and not any(s.tuned for s in model.statuses)
+    assert any(s.how == "prior" for s in model.statuses)
     _assert_close(model(*feeds), want)
 
 
 @pytest.mark.parametrize("name", sorted(SIZES))
 def test_torch_path_matches_pytorch(name):
     module, example = models.build(name, **SIZES[name])
-    model = tessel.compile_model(module, example_inputs=example)
+    model = tessel.compile_model(module, example_inputs=example, fallback="unscheduled")
     with torch.inference_mode():
         want = module(*example)
     want = [w.numpy() for w in (want if isinstance(want, (tuple, list)) else (want,))]
@@ -61,7 +63,7 @@ def test_torch_path_matches_pytorch(name):
 
 def test_fused_resnet_has_one_kernel_per_conv_and_shares_tasks():
     module, example = models.build("resnet18", image=40)
-    model = tessel.compile_model(module, example_inputs=example)
+    model = tessel.compile_model(module, example_inputs=example, fallback="unscheduled")
     names = [k.func.name for k in model._kernels]
     assert sum("conv" in n for n in names) == 20  # batch norm, bias, add and relu fused in
     assert names.count("fused_conv_add_relu") == 8

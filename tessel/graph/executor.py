@@ -3,7 +3,7 @@ up front.
 
     model = tessel.compile_model("resnet18.onnx", Target("host"), database="tessel.db")
     (logits,) = model(image)               # numpy in, numpy out
-    print(model.report())                  # which tasks were tuned, which fell back
+    print(model.report())                  # which tasks were tuned, which fell back (and how)
 
 Every intermediate tensor gets its storage once, at compile time: a value's block is reused by
 later values as soon as its last reader has run (reshapes alias their input's block), so a call
@@ -26,18 +26,31 @@ from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
+from tessel.ir import PrimFunc
+from tessel.schedule import Schedule, ScheduleError
+from tessel.space import default_postprocs, make_space, postprocess
+from tessel.space.priors import ranked_priors
 from tessel.target import Target
 from tessel.task import Task
 
 
+FALLBACKS = ("prior", "unscheduled")
+
+
 @dataclass(frozen=True)
 class TaskStatus:
-    """How the executor runs one task: the database's best program, or the fallback."""
+    """How the executor runs one task: "tuned" (the database's best program), "prior" (the
+    auto space's first expert prior, tessel.space.priors) or "unscheduled"."""
     task: Task
-    tuned: bool
+    how: str
+
+    @property
+    def tuned(self) -> bool:
+        return self.how == "tuned"
 
     def line(self) -> str:
-        how = "tuned" if self.tuned else "fallback (unscheduled)"
+        how = {"tuned": "tuned", "prior": "fallback (expert prior)",
+               "unscheduled": "fallback (unscheduled)"}[self.how]
         return f"{self.task.label:<44} x{int(self.task.weight):<3} {how}"
 
 
@@ -75,21 +88,43 @@ def model_tasks(graph: Graph, target: Target) -> tuple[list[GroupKernel], list[T
 def compile_model(model: Any, target: Target | None = None,
                   database: str | Path | Database | None = None, *,
                   input_shapes: dict[str, Sequence[int]] | None = None,
-                  example_inputs: tuple | None = None) -> "CompiledModel":
-    """Compile `model` for `target` with the best kernel `database` holds for each task;
-    tasks without a record run their unscheduled program (see `CompiledModel.report`)."""
+                  example_inputs: tuple | None = None,
+                  fallback: str = "prior") -> "CompiledModel":
+    """Compile `model` for `target` with the best kernel `database` holds for each task. A task
+    without a record runs, with fallback="prior", the auto space's first expert prior (a
+    register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
+    unscheduled program (see `CompiledModel.report`)."""
     from tessel.tune import best_module
+    check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
     kernels, tasks = model_tasks(graph, target)
     db = _open(database)
     modules: dict[str, Module] = {}
     statuses = []
+    space = make_space("auto", target) if fallback == "prior" else None
     for task in tasks:
         mod = best_module(task.workload, target, db) if db is not None else None
-        statuses.append(TaskStatus(task, mod is not None))
-        modules[task.key] = mod if mod is not None else build(task.workload, target)
+        how = "tuned"
+        if mod is None:
+            mod, how = _fallback(task.workload, target, space)
+        statuses.append(TaskStatus(task, how))
+        modules[task.key] = mod
     return CompiledModel(graph, fuse(graph), kernels, modules, statuses)
+
+
+def _fallback(func: PrimFunc, target: Target, space: Any) -> tuple[Module, str]:
+    """The first expert prior of the auto space that passes the postprocessors, built; else
+    the unscheduled program (also when `space` is None)."""
+    posts = default_postprocs(target)
+    for design, decisions in ranked_priors(space, func) if space is not None else ():
+        try:
+            final = postprocess(design.apply(Schedule(func), decisions), posts)
+        except ScheduleError:
+            continue
+        if final is not None:
+            return build(final.func, target), "prior"
+    return build(func, target), "unscheduled"
 
 
 def _open(database: str | Path | Database | None) -> Database | None:
@@ -138,9 +173,11 @@ class CompiledModel:
         return feeds
 
     def report(self) -> str:
-        tuned = sum(s.tuned for s in self.statuses)
+        count = {how: sum(s.how == how for s in self.statuses) for how in ("tuned",
+                                                                            *FALLBACKS)}
         lines = [f"{self.graph.name}: {len(self._kernels)} kernels, {len(self.statuses)} "
-                 f"distinct tasks, {tuned} tuned, {len(self.statuses) - tuned} fell back"]
+                 f"distinct tasks, {count['tuned']} tuned, {count['prior']} on an expert "
+                 f"prior, {count['unscheduled']} unscheduled"]
         return "\n".join(lines + [s.line() for s in self.statuses])
 
     def profile(self, repeat: int = 3) -> list[tuple[str, float]]:

@@ -32,27 +32,37 @@ REDUCE_INNER = 256
 UNROLL = 16
 
 
-def prior_schedules(space: Any, func: PrimFunc) -> list[Schedule]:
-    """Schedules of `func`: each design of `space` under each register-tile prior (none for a
-    space without MultiLevelTiling, e.g. a template: its author's defaults rule there)."""
+def prior_schedules(space: Any, func: PrimFunc, limit: int | None = None) -> list[Schedule]:
+    """Schedules of `func`: the designs of `space` under the register-tile priors, likeliest
+    first, at most `limit` of them (none for a space without MultiLevelTiling, e.g. a
+    template: its author's defaults rule there)."""
+    out = []
+    for design, decisions in ranked_priors(space, func):
+        if limit is not None and len(out) >= limit:
+            break
+        try:
+            out.append(design.apply(Schedule(func), decisions))
+        except ScheduleError:
+            continue
+    return out
+
+
+def ranked_priors(space: Any, func: PrimFunc) -> list[tuple[Trace, dict[int, Any]]]:
+    """(design, decisions) pairs of the two best ranks, likeliest first; nothing replayed."""
     from tessel.space.base import UnionSpace
     from tessel.space.rules import MultiLevelTiling
     if isinstance(space, UnionSpace):
-        return [s for member in space.spaces for s in prior_schedules(member, func)]
+        return [p for member in space.spaces for p in ranked_priors(member, func)]
     tiling = [r for r in getattr(space, "rules", ()) if isinstance(r, MultiLevelTiling)]
     if not tiling:
         return []
     lanes = tiling[0].vector_lanes
-    ranked = []
-    for design in space.designs(func):
-        for decisions in prior_decisions(design, lanes):
-            try:
-                sch = design.apply(Schedule(func), decisions)
-            except ScheduleError:
-                continue
-            ranked.append((-_promise(design, decisions, lanes), len(ranked), sch))
-    best = min((r[0] for r in ranked), default=0)
-    return [sch for score, _, sch in sorted(ranked, key=lambda r: r[:2]) if score <= best + 1]
+    ranked = [(-_promise(design, decisions, lanes), k, design, decisions)
+              for design in space.designs(func)
+              for k, decisions in enumerate(prior_decisions(design, lanes))]
+    ranked.sort(key=lambda r: r[:2])  # stable: design order breaks ties
+    best = ranked[0][0] if ranked else 0
+    return [(design, decisions) for score, _, design, decisions in ranked if score <= best + 1]
 
 
 def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
@@ -133,4 +143,4 @@ def _categoricals(design: Trace) -> dict[int, Any]:
     return out
 
 
-__all__ = ["prior_schedules", "prior_decisions"]
+__all__ = ["prior_schedules", "ranked_priors", "prior_decisions"]

@@ -39,9 +39,11 @@ def test_onnx_path_matches_onnxruntime(name):
     feeds = [x.numpy() for x in example]
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), feeds)})
-    model = tessel.compile_model(proto)
+    # MobileNet's 30-odd distinct kernels on priors cost the suite half a minute: unscheduled
+    fallback = "unscheduled" if name == "mobilenet_v2" else "prior"
+    model = tessel.compile_model(proto, fallback=fallback)
     assert model.statuses and not any(s.tuned for s in model.statuses)
-    assert any(s.how == "prior" for s in model.statuses)
+    assert any(s.how == fallback for s in model.statuses)
     _assert_close(model(*feeds), want)
 
 

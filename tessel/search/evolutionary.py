@@ -9,9 +9,10 @@ Each `ask(n)`:
   3. the batch is the best-scored programs seen in any generation that were never proposed
      before, with an epsilon fraction replaced by fresh random samples.
 
-With `priors` (the default), the first batch of a search that has measured nothing starts with
-the space's expert priors (tessel.space.priors): register-blocked programs that uniform
-sampling rarely finds and an untrained model cannot pick, so the evolution starts from them.
+With `priors` (the default), the first batch of a search that has measured nothing is the
+space's expert priors (tessel.space.priors: register-blocked programs that uniform sampling
+rarely finds), filled up with random samples: with no measurement the model ranks at random,
+so evolving under it would only cost time (seconds per replayed candidate on a convolution).
 """
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ class EvolutionarySearch(SearchStrategy):
         self.use_priors = priors
 
     def ask(self, n: int) -> list[Proposal]:
-        first = self.take_new(self.priors(), n) if self.use_priors and not self.measured else []
-        return first + self._evolve(n - len(first)) if len(first) < n else first
+        if self.use_priors and not self.measured:  # an untrained model would rank at random
+            first = self.take_new(self.priors(), n)
+            return first + self.sample_new(n - len(first))
+        return self._evolve(n)
 
     def _evolve(self, n: int) -> list[Proposal]:
         pool: dict[str, tuple[float, Proposal]] = {}  # every program scored, by key

@@ -75,7 +75,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     for r in results:
         trials = r.trials_before + len(r.history)
         print(f"  {r.task.label:<48} x{int(r.task.weight):<3} {trials:4d} trials  "
-              f"{r.best_gflops:8.1f} GFLOP/s")
+              f"{r.best_seconds * 1e3:9.4f} ms {r.best_gflops:8.1f} GFLOP/s")
     return 0
 
 

@@ -113,5 +113,5 @@ class TaskScheduler:
         op = self.tasks[i].workload.attrs.get("op", self.tasks[i].workload.name)
         speeds = [t.flops / self._best(k) for k, t in enumerate(self.tasks)
                   if t.workload.attrs.get("op", t.workload.name) == op
-                  and math.isfinite(self._best(k))]
+                  and math.isfinite(self._best(k)) and t.flops > 0]  # a copy does no flops
         return self.beta * self.tasks[i].flops / max(speeds) if speeds else 0.0

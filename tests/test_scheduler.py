@@ -78,6 +78,18 @@ def test_gradient_weights_tasks_by_how_often_they_occur():
     assert sched.total_latency() == pytest.approx(11e-3)
 
 
+def test_gradient_handles_tasks_that_do_no_flops():
+    """A model's transposes are copies: zero flops, no throughput to compare with."""
+    copy = ops.pad((5, 7), 0)  # a copy stage: no arithmetic
+    both = [Task(copy, TARGET, "copy"), Task(ops.pad((6, 7), 0), TARGET, "copy2")]
+    assert all(t.flops == 0 for t in both)
+    sched = TaskScheduler(both, "gradient", epsilon=0.0)
+    for r in range(1, 6):
+        sched.record(0, 8 * r, 2e-6)
+        sched.record(1, 8 * r, 1e-6)
+    assert math.isfinite(sched.gradient(0)) and sched.next_task() in (0, 1)
+
+
 def test_gradient_gives_a_task_without_valid_results_priority():
     sched = TaskScheduler(tasks(5, 1), "gradient", epsilon=0.0)
     sched.record(0, 16, 1e-3)

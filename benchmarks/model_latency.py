@@ -1,8 +1,9 @@
 """End-to-end latency of whole models: tessel (untuned and tuned) vs onnxruntime and PyTorch.
 
 Each model of the zoo (random weights, batch 1) is imported through ONNX, compiled by tessel
-twice (with no database: every kernel unscheduled; with the database: the best record per
-task), and timed in alternating rounds against onnxruntime and torch on the same machine, all
+three times (no database, every kernel unscheduled; no database, every tiled kernel on the
+auto space's first expert prior, the untuned default; with the database: the best record per
+task, the prior where a task has none), and timed in alternating rounds against onnxruntime and torch on the same machine, all
 with the machine's cores. Outputs are checked against onnxruntime first. Prints a table and
 saves a bar plot.
 
@@ -50,10 +51,10 @@ def runners(name: str, db: str | None, image: int | None) -> dict:
     out = {"onnxruntime": lambda *xs: sess.run(None, dict(zip(names, xs))),
            "torch": lambda *xs: _torch_call(module, xs)}
     expected = sess.run(None, dict(zip(names, feeds)))[0]
-    for label, database in (("tessel untuned", None), ("tessel tuned", db)):
-        if label == "tessel tuned" and not database:
-            continue
-        model = tessel.compile_model(graph, database=database)
+    variants = [("tessel unscheduled", None, "unscheduled"), ("tessel prior", None, "prior")]
+    variants += [("tessel tuned", db, "prior")] if db else []
+    for label, database, fallback in variants:
+        model = tessel.compile_model(graph, database=database, fallback=fallback)
         err = float(np.max(np.abs(model(*feeds)[0] - expected)))
         print(f"{name}: {label}: {model.report().splitlines()[0]}; max |err| vs ort {err:.1e}")
         out[label] = model

@@ -98,7 +98,9 @@ def compile_model(model: Any, target: Target | None = None,
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
-    kernels, tasks = model_tasks(graph, target)
+    groups = fuse(graph)
+    kernels = lower_groups(graph, groups)
+    tasks = extract_tasks(kernels, target)
     db = _open(database)
     modules: dict[str, Module] = {}
     statuses = []
@@ -110,7 +112,7 @@ def compile_model(model: Any, target: Target | None = None,
             mod, how = _fallback(task.workload, target, space)
         statuses.append(TaskStatus(task, how))
         modules[task.key] = mod
-    return CompiledModel(graph, fuse(graph), kernels, modules, statuses)
+    return CompiledModel(graph, groups, kernels, modules, statuses)
 
 
 def _fallback(func: PrimFunc, target: Target, space: Any) -> tuple[Module, str]:

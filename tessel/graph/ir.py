@@ -16,7 +16,7 @@ operator raises `GraphError` naming the node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -142,11 +142,16 @@ class Graph:
         self.types[name] = TensorType(shape, dtype)
 
     def _fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.types:
-            k += 1
-            name = f"{base}_{k}"
-        return name
+        return unique_name(base, self.types.__contains__)
+
+
+def unique_name(base: str, taken: Callable[[str], bool]) -> str:
+    """`base`, or `base_1`, `base_2`, ... : the first name `taken` rejects not."""
+    name, k = base, 0
+    while taken(name):
+        k += 1
+        name = f"{base}_{k}"
+    return name
 
 
 def _static_shape(name: str, shape: Sequence[Any]) -> tuple[int, ...]:
@@ -158,4 +163,4 @@ def _static_shape(name: str, shape: Sequence[Any]) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-__all__ = ["Graph", "GraphError", "Node", "TensorType", "check"]
+__all__ = ["Graph", "GraphError", "Node", "TensorType", "check", "unique_name"]

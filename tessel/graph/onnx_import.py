@@ -24,7 +24,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from tessel.graph import onnx_fold
-from tessel.graph.ir import Graph, GraphError, check
+from tessel.graph.ir import Graph, GraphError, check, unique_name
 from tessel.graph.onnx_convert import CONVERTERS, Const, Value
 from tessel.graph.onnx_fold import FOLD
 
@@ -144,10 +144,7 @@ class Importer:
                                    output=self.out_name, **attrs)
 
     def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.reserved or name in self.graph.types:
-            k += 1
-            name = f"{base}_{k}"
+        name = unique_name(base, lambda n: n in self.reserved or n in self.graph.types)
         self.reserved.add(name)
         return name
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tessel.graph.ir import Graph, GraphError
+from tessel.graph.ir import Graph, GraphError, unique_name
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,10 +98,7 @@ class Context:
 
     def fresh(self, base: str) -> str:
         """A name no FX node and no graph value has (FX names are kept for their nodes)."""
-        name, k = base, 0
-        while name in self.reserved or name in self.graph.types:
-            k += 1
-            name = f"{base}_{k}"
+        name = unique_name(base, lambda n: n in self.reserved or n in self.graph.types)
         self.reserved.add(name)
         return name
 

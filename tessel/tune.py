@@ -169,12 +169,19 @@ def apply_best(func: PrimFunc, target: Target | None = None,
 def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
     """The best of the database's records for `func` on `target` that still replays, built;
     None when there is none."""
+    best = best_func(func, target, db)
+    return build(best, target) if best is not None else None
+
+
+def best_func(func: PrimFunc, target: Target, db: Database) -> PrimFunc | None:
+    """The scheduled program of the best of the database's records for `func` on `target`
+    that still replays (postprocessed, ready to build); None when there is none."""
     for record in db.top_k(func, target, k=5):
         if record.trace_json is None:
             continue
         try:
             sch = record.trace().apply(Schedule(func))
-            return build(final_func(sch, default_postprocs(target)), target)
+            return final_func(sch, default_postprocs(target))
         except (ScheduleError, SpaceError):
             continue  # recorded by an older tessel whose primitives differ: try the next
     return None

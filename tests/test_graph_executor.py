@@ -7,7 +7,7 @@ import pytest
 
 import tessel
 from tessel.graph import Graph, GraphError
-from tessel.graph.executor import _lifetimes, compile_model, model_tasks
+from tessel.graph.executor import _fallback, _lifetimes, compile_model, model_tasks
 from tessel.graph.fold import fold_batch_norm, fold_constants, simplify
 from tessel.graph.fuse import fuse
 from tessel.graph.reference import run_graph
@@ -193,3 +193,37 @@ def test_spelled_out_gelu_becomes_one_node_and_fuses_into_its_dense(spelling):
     feeds = _feeds(g)
     np.testing.assert_allclose(compile_model(g)(*feeds)[0], run_graph(g, feeds)[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def _two_denses() -> Graph:
+    """x @ w1.T (constant weight) then @ y.T with y a model input: only w1 may be prepacked."""
+    g = Graph("two_denses")
+    x, y = g.add_input("x", (5, 24)), g.add_input("y", (19, 16))
+    h = g.add_node("relu", [g.add_node("dense", [x, _const(g, "w1", 16, 24)])])
+    g.set_outputs([g.add_node("dense", [h, y])])
+    return g
+
+
+def test_constant_weights_are_packed_once_at_compile_time():
+    """The expert prior packs the dense's weight in panels; with prepack the executor runs
+    that stage once, on the constant, and the kernel reads the packed copy; a weight that is
+    a model input is still packed on every call. Same results either way, over two calls."""
+    from tessel.graph.prepack import split_prepacks
+    g = _two_denses()
+    packed, unpacked = compile_model(g), compile_model(g, prepack=False)
+    assert packed.prepacked == 1 and unpacked.prepacked == 0
+    assert "1 constant weights packed at compile time" in packed.report()
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        feeds = [rng.standard_normal(g.types[v].shape).astype(np.float32) for v in g.inputs]
+        want = run_graph(g, feeds)[0]
+        np.testing.assert_allclose(packed(*feeds)[0], want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(unpacked(*feeds)[0], want, rtol=1e-5, atol=1e-5)
+    first = packed._kernels[0].func
+    host = tessel.Target("host")
+    func, how = _fallback(first, host, tessel.space.make_space("auto", host))
+    assert how == "prior"
+    main, packs = split_prepacks(func, {1})
+    assert len(packs) == 1 and packs[0].source == 1 and main.params[-1] is packs[0].packed
+    assert len(main.params) == len(func.params) + 1
+    assert split_prepacks(func, {0}) == (func, [])  # the data is not constant: nothing moves

@@ -185,3 +185,25 @@ def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space():
     asm = tessel.build(packed[0], TARGET).asm()
     body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
     assert body.count("vfmadd") >= 8  # 2 x 2 pixels x two 8-lane vectors of channels
+
+
+@pytest.mark.parametrize("n, piece", [(200, 40), (3072, 64), (67, 0)])
+def test_a_loop_too_long_to_vectorize_whole_gets_a_vectorized_piece(n, piece):
+    """RewriteParallelVectorizeUnroll: the innermost loop of an elementwise block, longer than
+    max_vectorize_extent, is split by the largest multiple of the vector width that divides
+    it and fits; the inner piece is vectorized (none divides 67: it stays serial)."""
+    from tessel import te
+    from tessel.space.postproc import RewriteParallelVectorizeUnroll
+    from tessel.space.rules.parallel import VECTORIZE
+    A = te.placeholder((3, n), name="A")
+    B = te.compute((3, n), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    sch = tessel.Schedule(te.create_func([A, B], name="scale"))
+    sch.annotate(sch.get_block("root"), VECTORIZE, 64)
+    final = postprocess(sch, [RewriteParallelVectorizeUnroll()], strict=True)
+    loops = [l for l in ir.collect(final.func.body, ir.For)]
+    vectorized = [l.extent for l in loops if l.kind == "vectorized"]
+    assert vectorized == ([piece] if piece else [])
+    a = np.random.default_rng(0).standard_normal((3, n)).astype("float32")
+    b = np.zeros_like(a)
+    tessel.build(final.func)(a, b)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)

@@ -63,8 +63,9 @@ def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None 
     fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
     os.close(fd)
     try:
+        libs = _LINK_LIBS + (("-lmvec",) if "_ZGV" in source else ())  # vector math (simd.py)
         cmd = [target.compiler, *target.cflags, *extra_flags, str(c_path), "-o", tmp_name,
-               *_LINK_LIBS]
+               *libs]
         _run_checked(cmd, source, timeout_s)
         os.chmod(tmp_name, 0o755)
         os.replace(tmp_name, lib_path)

@@ -12,6 +12,7 @@ chunk before the next statement, so iterations must not depend on each other.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -117,6 +118,11 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     lines = [line for d, w in order for line in _type_source(d, w)]
     fns = ("load", "store", "splat", "select", "min", "max")
     lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
+    for d, w, fn in sorted(used):
+        if fn.startswith("mvec "):  # a C library vector function: "mvec <symbol> <arity>"
+            _, symbol, arity = fn.split()
+            t = vtype(d, w)
+            lines.append(f"extern {t} {symbol}({', '.join([t] * int(arity))});")
     return "\n".join(lines)
 
 
@@ -282,7 +288,56 @@ class VectorPrinter:
                  e.dtype)
 
     def _call(self, e: Call) -> V:
-        raise NotVectorizable(f"{e.name} has no vector form here")
+        """exp, log, tanh, erf, pow and sigmoid through the C library's vector variants
+        (glibc's libmvec) where the target has them; other intrinsics have no vector form."""
+        base = "exp" if e.name == "sigmoid" else e.name
+        symbol = mvec_symbol(base, e.dtype, self.width, self.w.target)
+        if symbol is None:
+            raise NotVectorizable(f"{e.name} has no vector form here")
+        self.w.vtypes.add((e.dtype, self.width, f"mvec {symbol} {len(e.args)}"))
+        args = [self.vector(a, e.dtype) for a in e.args]
+        if e.name == "sigmoid":
+            one = f"{self.type_of(e.dtype, 'splat')}(1)"
+            return V(f"({one} / ({one} + {symbol}(-{args[0]})))", True, e.dtype)
+        return V(f"{symbol}({', '.join(args)})", True, e.dtype)
+
+
+# ---- the C library's vector math (x86-64 vector function ABI, glibc's libmvec) ----
+
+MVEC_FUNCTIONS = ("exp", "log", "tanh", "erf", "pow")
+_MVEC_ISA = {128: (("sse2", "b"),), 256: (("avx2", "d"), ("avx", "c")), 512: (("avx512f", "e"),)}
+
+
+def mvec_symbol(name: str, dtype: str, width: int, target: Target) -> str | None:
+    """The libmvec entry computing `name` on `width` lanes of `dtype` for `target` (e.g.
+    _ZGVdN8v_expf for 8 float32 lanes with AVX2), or None: not x86-64, no such variant, or
+    this machine's C library lacks it (older than glibc 2.35 for tanh and erf)."""
+    if name not in MVEC_FUNCTIONS or dtype not in ("float32", "float64") or \
+            target.arch != "x86_64":
+        return None
+    bits = width * int(dtype[-2:])
+    features = target.features | {"sse2"}
+    isa = next((letter for feature, letter in _MVEC_ISA.get(bits, ()) if feature in features),
+               None)
+    if isa is None:
+        return None
+    params = "v" * (2 if name == "pow" else 1)
+    symbol = f"_ZGV{isa}N{width}{params}_{name}{'f' if dtype == 'float32' else ''}"
+    return symbol if symbol in _libmvec_symbols() else None
+
+
+@functools.cache
+def _libmvec_symbols() -> frozenset[str]:
+    """The MVEC_FUNCTIONS variants the C library on this machine exports."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libmvec.so.1")
+    except OSError:
+        return frozenset()
+    names = {f"_ZGV{isa}N{w}{'v' * (2 if f == 'pow' else 1)}_{f}{suffix}"
+             for f in MVEC_FUNCTIONS for isa in "bcde" for w in (2, 4, 8, 16)
+             for suffix in ("f", "")}
+    return frozenset(n for n in names if hasattr(lib, n))
 
 
 def _positive_const(e: Expr) -> bool:

@@ -25,6 +25,7 @@ from tessel.database import Database
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.graph.ir import Graph, GraphError, check
+from tessel.graph.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError
@@ -89,12 +90,13 @@ def compile_model(model: Any, target: Target | None = None,
                   database: str | Path | Database | None = None, *,
                   input_shapes: dict[str, Sequence[int]] | None = None,
                   example_inputs: tuple | None = None,
-                  fallback: str = "prior") -> "CompiledModel":
+                  fallback: str = "prior", prepack: bool = True) -> "CompiledModel":
     """Compile `model` for `target` with the best kernel `database` holds for each task. A task
     without a record runs, with fallback="prior", the auto space's first expert prior (a
     register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
-    unscheduled program (see `CompiledModel.report`)."""
-    from tessel.tune import best_module
+    unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
+    constant weight into a packed layout get it packed once, here (tessel.graph.prepack)."""
+    from tessel.tune import best_func
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
@@ -102,22 +104,35 @@ def compile_model(model: Any, target: Target | None = None,
     kernels = lower_groups(graph, groups)
     tasks = extract_tasks(kernels, target)
     db = _open(database)
-    modules: dict[str, Module] = {}
+    constant: dict[str, set[int]] = {}  # per task: parameters constant in all its kernels
+    for k in kernels:
+        mine = {i for i, v in enumerate(k.params) if v in graph.constants}
+        constant[k.key] = constant.get(k.key, mine) & mine
+    built: dict[str, _Built] = {}
     statuses = []
     space = make_space("auto", target) if fallback == "prior" else None
     for task in tasks:
-        mod = best_module(task.workload, target, db) if db is not None else None
+        func = best_func(task.workload, target, db) if db is not None else None
         how = "tuned"
-        if mod is None:
-            mod, how = _fallback(task.workload, target, space)
+        if func is None:
+            func, how = _fallback(task.workload, target, space)
         statuses.append(TaskStatus(task, how))
-        modules[task.key] = mod
-    return CompiledModel(graph, groups, kernels, modules, statuses)
+        main, packs = split_prepacks(func, constant[task.key]) if prepack else (func, [])
+        built[task.key] = _Built(build(main, target),
+                                 [(p, build(p.func, target)) for p in packs])
+    return CompiledModel(graph, groups, kernels, built, statuses)
 
 
-def _fallback(func: PrimFunc, target: Target, space: Any) -> tuple[Module, str]:
-    """The first expert prior of the auto space that passes the postprocessors, built; else
-    the unscheduled program (also when `space` is None)."""
+@dataclass(frozen=True)
+class _Built:
+    """A task's kernel and the constant packing stages split out of it."""
+    main: Module
+    packs: list[tuple[Prepack, Module]]
+
+
+def _fallback(func: PrimFunc, target: Target, space: Any) -> tuple[PrimFunc, str]:
+    """The first expert prior of the auto space that passes the postprocessors; else the
+    unscheduled program (also when `space` is None)."""
     posts = default_postprocs(target)
     for design, decisions in ranked_priors(space, func) if space is not None else ():
         try:
@@ -125,8 +140,8 @@ def _fallback(func: PrimFunc, target: Target, space: Any) -> tuple[Module, str]:
         except ScheduleError:
             continue
         if final is not None:
-            return build(final.func, target), "prior"
-    return build(func, target), "unscheduled"
+            return final.func, "prior"
+    return func, "unscheduled"
 
 
 def _open(database: str | Path | Database | None) -> Database | None:
@@ -140,13 +155,20 @@ class CompiledModel:
     """A model ready to run: `model(*inputs)` returns its outputs as a list of arrays."""
 
     def __init__(self, graph: Graph, groups: list[FusedGroup], kernels: list[GroupKernel],
-                 modules: dict[str, Module], statuses: list[TaskStatus]) -> None:
+                 built: dict[str, _Built], statuses: list[TaskStatus]) -> None:
         self.graph, self.statuses = graph, statuses
         self.input_names = list(graph.inputs)
         self._arrays = _plan_memory(graph, groups)
         self._kernels = kernels
-        self._calls: list[Callable[[], None]] = [
-            modules[k.key].bind(*(self._arrays[v] for v in k.params)) for k in kernels]
+        self._calls: list[Callable[[], None]] = []
+        for k in kernels:
+            args = [self._arrays[v] for v in k.params]
+            for pack, module in built[k.key].packs:  # constants packed once, here
+                packed = np.empty(pack.packed.shape, pack.packed.dtype)
+                module(args[pack.source], packed)
+                args.append(packed)
+            self._calls.append(built[k.key].main.bind(*args))
+        self.prepacked = sum(len(built[k.key].packs) for k in kernels)
 
     @property
     def tasks(self) -> list[Task]:
@@ -179,7 +201,8 @@ class CompiledModel:
                                                                             *FALLBACKS)}
         lines = [f"{self.graph.name}: {len(self._kernels)} kernels, {len(self.statuses)} "
                  f"distinct tasks, {count['tuned']} tuned, {count['prior']} on an expert "
-                 f"prior, {count['unscheduled']} unscheduled"]
+                 f"prior, {count['unscheduled']} unscheduled; {self.prepacked} constant "
+                 f"weights packed at compile time"]
         return "\n".join(lines + [s.line() for s in self.statuses])
 
     def profile(self, repeat: int = 3) -> list[tuple[str, float]]:

@@ -208,6 +208,16 @@ class RewriteParallelVectorizeUnroll:
             prod *= node.extent
         if prod > 1:
             sch.vectorize(sch.fuse(*chosen) if len(chosen) > 1 else chosen[0])
+            return
+        inner = sch.get(loops[-1])  # too long to vectorize whole: vectorize a piece of it
+        factor = self._piece(inner.extent, max_extent)
+        if inner.kind == "serial" and is_spatial_loop(inner) and factor:
+            sch.vectorize(sch.split(loops[-1], [None, factor])[1])
+
+    def _piece(self, extent: int, max_extent: int) -> int:
+        """The largest whole number of vectors <= max_extent dividing `extent` (0: none)."""
+        return next((f for f in range(max_extent - max_extent % self.lanes, 0, -self.lanes)
+                     if extent % f == 0), 0)
 
     def _unroll(self, sch: Schedule, max_step: int) -> None:
         seen = set()

@@ -23,6 +23,7 @@ import numpy as np
 from tessel.codegen.c_expr import (  # noqa: F401 (CodegenError, float_literal: re-exported)
     UNARY, CodegenError, ExprPrinter, Lin, Names, c_type, check, comment_text, float_literal,
     helper_source, linear)
+from tessel.codegen.reductions import vectorize_reductions
 from tessel.codegen.simd import (NotVectorizable, Slots, VectorLoops, unrolled_stores,
                                  vector_source)
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Expr, For,
@@ -478,6 +479,7 @@ def generate_c(func: PrimFunc, target: Target) -> str:
     check(isinstance(func, PrimFunc), f"generate_c needs a PrimFunc, got {type(func).__name__}")
     check(len(set(map(id, func.params))) == len(func.params),
           f"function {func.name} lists a parameter buffer twice")
+    func = vectorize_reductions(func, target)
     names = Names()
     outputs = set(func.outputs)
     types = [c_type(p.dtype) + "*" for p in func.params]

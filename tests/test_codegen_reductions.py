@@ -1,0 +1,79 @@
+"""Innermost reduction loops get vector accumulators (tessel.codegen.reductions): the programs
+are built, run and compared with numpy; the rewrite is checked in the IR and the C."""
+import numpy as np
+import pytest
+
+from tessel import ops
+from tessel.codegen import build, generate_c
+from tessel.codegen.reductions import vectorize_reductions
+from tessel.ir import For, collect
+from tessel.ops import reference
+from tessel.target import Target
+
+HOST = Target("host")
+AVX2 = Target("x86_64-avx2")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("kernels")
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+def lane_loops(func, target=AVX2):
+    return [s for s in collect(vectorize_reductions(func, target).body, For)
+            if s.kind == "vectorized"]
+
+
+@pytest.mark.parametrize("M, N", [(3, 37), (5, 128), (2, 16)])
+def test_softmax_rows_reduce_in_vectors(cache_dir, M, N):
+    """max and sum over each row: 8 lanes, then across the lanes, then the N % 8 tail."""
+    func = ops.softmax(M, N)
+    assert len(lane_loops(func)) == 4  # maxelem and expsum: identity fill + accumulate each
+    x = rand(M, N) * 4
+    out = np.zeros((M, N), np.float32)
+    mod = build(func, HOST, cache_dir=cache_dir)
+    mod(x, out)
+    np.testing.assert_allclose(out, reference.softmax(x), rtol=2e-6, atol=1e-7)
+    assert "maxelem_lanes" in mod.source and "expsum_lanes" in mod.source
+
+
+@pytest.mark.parametrize("M, N, K", [(3, 5, 37), (4, 7, 64)])
+def test_unscheduled_dense_becomes_vector_dot_products(cache_dir, M, N, K):
+    """data[i, k] * weight[j, k]: both contiguous in k, with the init of the block first."""
+    func = ops.dense(M, N, K, bias=False)
+    assert lane_loops(func)
+    x, w = rand(M, K), rand(N, K, seed=1)
+    out = np.zeros((M, N), np.float32)
+    build(func, HOST, cache_dir=cache_dir)(x, w, out)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_vectorizes_and_a_two_axis_pool_with_init_does_not(cache_dir):
+    ln = ops.layer_norm(3, 50)
+    assert len(lane_loops(ln)) == 4
+    x, g, b = rand(3, 50), rand(50, seed=1), rand(50, seed=2)
+    out = np.zeros((3, 50), np.float32)
+    build(ln, HOST, cache_dir=cache_dir)(x, g, b, out)
+    np.testing.assert_allclose(out, reference.layer_norm(x, g, b), rtol=1e-4, atol=1e-5)
+    pool = ops.global_avg_pool2d(1, 3, 7, 19)
+    # its block's init runs when both ry and rx are 0: the inner rx loop alone cannot start
+    # the accumulation, so it stays scalar (a scheduled program has its init split off)
+    assert not lane_loops(pool)
+    d = rand(1, 3, 7, 19)
+    out = np.zeros((1, 3, 1, 1), np.float32)
+    build(pool, HOST, cache_dir=cache_dir)(d, out)
+    np.testing.assert_allclose(out, d.mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_strided_or_short_reductions_stay_scalar():
+    """matmul's B[k, j] moves by N per k: lane-by-lane gathers would not pay; a loop shorter
+    than two vectors is left alone."""
+    assert not lane_loops(ops.matmul(4, 6, 40))
+    assert not lane_loops(ops.softmax(4, 15))
+    func = ops.softmax(4, 15)
+    assert vectorize_reductions(func, AVX2) is func
+    assert "_lanes" not in generate_c(func, AVX2)

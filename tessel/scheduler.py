@@ -9,8 +9,8 @@
 minimizes the model's total latency sum_i weight_i * best_i: after one warm-up round per task
 it gives the next round to the task whose latency is predicted to fall fastest per trial,
 estimated from the recent slope of its tuning curve (backward window) and an optimistic
-forward guess (the latency if similar tasks' best throughput were reached), with epsilon-greedy
-exploration.
+forward guess (the latency if similar tasks' best throughput were reached, discounted by the
+rounds the task has gone without improving), with epsilon-greedy exploration.
 """
 from __future__ import annotations
 
@@ -94,9 +94,21 @@ class TaskScheduler:
         best, trials = self._best(i), self.curves[i].trials[-1]
         if not math.isfinite(best):
             return -math.inf
-        forward = min(-best / max(trials, 1), self._optimistic(i) - best)
+        # the optimistic guess loses credit with every round that failed to move towards it:
+        # a task that cannot reach its peers' throughput (ResNet's 3-channel stem conv next
+        # to its 3x3 convs) would otherwise take every round, as in Ansor's formula
+        hope = (self._optimistic(i) - best) / (1 + self._stale(i))
+        forward = min(-best / max(trials, 1), hope)
         return self.tasks[i].weight * (self.alpha * self._backward(i)
                                        + (1 - self.alpha) * forward)
+
+    def _stale(self, i: int) -> int:
+        """Rounds since task i's best last improved."""
+        secs = self.curves[i].best_secs
+        n = 0
+        while n + 1 < len(secs) and secs[-2 - n] == secs[-1]:
+            n += 1
+        return n
 
     def _backward(self, i: int) -> float:
         curve = self.curves[i]

@@ -70,6 +70,18 @@ def test_gradient_favours_a_task_far_below_a_similar_tasks_throughput():
     assert sched.next_task() == 1
 
 
+def test_a_task_that_stays_far_below_its_peers_loses_the_optimistic_pull():
+    """Ansor's guess says the slow task could reach its peer's throughput; after 30 rounds
+    without improving it no longer outbids a peer that had a single round."""
+    sched = TaskScheduler(tasks(1, 1), "gradient", epsilon=0.0)
+    sched.record(0, 8, 3e-3)
+    sched.record(1, 8, 1e-3)
+    assert sched.next_task() == 0  # three times slower than its peer: worth a look
+    for r in range(2, 32):
+        sched.record(0, 8 * r, 3e-3)
+    assert sched.next_task() == 1
+
+
 def test_gradient_weights_tasks_by_how_often_they_occur():
     sched = TaskScheduler(tasks(1, 10), "gradient", epsilon=0.0)
     for i in (0, 1):

@@ -76,6 +76,7 @@ class _Run:
     best_seconds: float = math.inf
     done: int = 0
     last_gain: int = 0  # trial count at the last improvement
+    resumed: list[float] = field(default_factory=list)  # stored records' seconds, oldest first
 
 
 def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
@@ -133,9 +134,10 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
 
 def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
                  batch_size: int, rerun_top: int, progress: bool) -> list[TuneResult]:
-    for k, run in enumerate(runs):
-        if run.done:
-            sched.record(k, run.done, run.best_seconds)
+    for k, run in enumerate(runs):  # the stored tuning curves, a round per batch
+        for end in range(batch_size, run.done + batch_size, batch_size):
+            end = min(end, run.done)
+            sched.record(k, end, min(run.resumed[:end]))
     bar = TuneProgress(f"{len(runs)} tasks", trials, sum(before), enabled=progress,
                        latency=sched.total_latency)
     try:
@@ -244,7 +246,8 @@ def _resume(run: _Run) -> int:
         run.strategy.tell(proposals, results)
         _update_model(run, proposals, results)
     run.done = run.last_gain = len(records)
-    run.best_seconds = min((r.mean_secs for r in records), default=math.inf)
+    run.resumed = [r.mean_secs for r in records]
+    run.best_seconds = min(run.resumed, default=math.inf)
     return run.done
 
 

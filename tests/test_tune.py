@@ -123,6 +123,29 @@ def test_tune_tasks_spreads_the_budget(tmp_path):
     assert all(math.isfinite(r.best_seconds) for r in results)
 
 
+def test_resumed_tasks_give_the_scheduler_their_stored_tuning_curves(tmp_path, monkeypatch):
+    """A second tune_tasks replays each task's stored records as rounds of batch_size, so the
+    gradient scheduler knows how long a task has gone without improving."""
+    from tessel.scheduler import TaskScheduler
+    tasks = [Task(ops.matmul(32, 24, 16), TARGET, "a"), Task(ops.matmul(16, 40, 8), TARGET, "b")]
+    kw = dict(cost_model="random", database=tmp_path / "r.db", builder=FakeBuilder(),
+              batch_size=4, progress=False, strategy="random")
+    tune_tasks(tasks, 16, runner=FakeRunner(), **kw)
+    stored = [Database(tmp_path / "r.db").records(t.workload, TARGET) for t in tasks]
+    calls = []
+    real = TaskScheduler.record
+    monkeypatch.setattr(TaskScheduler, "record",
+                        lambda self, i, n, best: (calls.append((i, n, best)),
+                                                  real(self, i, n, best)))
+    tune_tasks(tasks, 20, runner=FakeRunner(), **kw)
+    assert sum(map(len, stored)) == 16
+    for i, records in enumerate(stored):
+        replayed = [(n, best) for k, n, best in calls[:16 // 4] if k == i]
+        ends = list(range(4, len(records) + 1, 4))
+        assert [n for n, _ in replayed] == ends and len(records) % 4 == 0
+        assert [b for _, b in replayed] == [min(r.mean_secs for r in records[:n]) for n in ends]
+
+
 def test_apply_best_says_when_nothing_is_tuned(tmp_path):
     func = ops.matmul(8, 8, 8)
     with pytest.warns(UserWarning, match="holds no valid tuning record of matmul"):

@@ -102,6 +102,18 @@ def test_recycled_worker_reloads_the_reference(target, tmp_path):
     assert all(x.ok for x in results), [x.error_msg for x in results]
 
 
+def test_more_workloads_than_the_worker_keeps_references_for(target, tmp_path):
+    """The worker keeps the last few reference outputs; a workload whose reference it evicted
+    gets it sent again (tuning a model cycles through more tasks than that)."""
+    from tessel.measure.worker import _KEPT_REFERENCES
+    funcs = [ops.matmul(5 + k, 6, 7) for k in range(_KEPT_REFERENCES + 2)]
+    builds = [build_artifact(f, target, cache_dir=tmp_path) for f in funcs]
+    cands = [MeasureCandidate(f, f) for f in funcs]
+    with LocalRunner(target, min_repeat_ms=0) as r:
+        results = r.run(cands * 2, builds * 2)
+    assert all(x.ok for x in results), [x.error_msg for x in results]
+
+
 def test_batch_length_mismatch_is_an_error(runner):
     with pytest.raises(ValueError, match="one build per candidate"):
         runner.run([MeasureCandidate(ops.relu(3), ops.relu(3))], [])

@@ -30,7 +30,7 @@ from typing import Any
 
 from tessel.measure.builder import ParamSpec
 from tessel.measure.result import MeasureResult
-from tessel.measure.worker import write_message
+from tessel.measure.worker import REFERENCE_MISSING, write_message
 
 _STDERR_TAIL = 2000
 _START_TIMEOUT_S = 60.0
@@ -249,11 +249,18 @@ class DeviceSession:
         failure = self.process.ensure()
         if failure is not None:
             return MeasureResult.error(failure["error"], failure["msg"], build_secs=job.build_secs)
-        check = self._reference(job)
         config = {**asdict(job.config), "flush_bytes": job.flush_bytes}
         params = [(p.name, p.shape, p.dtype, p.is_output) for p in job.params]
-        reply = self.process.request({"op": "measure", "lib": job.lib_path, "params": params,
-                                      "config": config, "check": check}, job.config.timeout_s)
+        for _ in range(2):  # the worker keeps a few references: an evicted one is sent again
+            check = self._reference(job)
+            reply = self.process.request({"op": "measure", "lib": job.lib_path,
+                                          "params": params, "config": config, "check": check},
+                                         job.config.timeout_s)
+            if reply.get("error") != REFERENCE_MISSING:
+                break
+            self._loaded.discard(check["key"])
+        else:
+            reply = {"error": "runtime_error", "msg": reply["msg"]}
         secs = time.perf_counter() - start
         if "error" in reply:
             return MeasureResult.error(reply["error"], reply["msg"], build_secs=job.build_secs,

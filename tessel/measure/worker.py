@@ -29,6 +29,7 @@ _ARGS = ctypes.POINTER(ctypes.c_void_p)
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 _MAX_NUMBER = 2**31 - 1
 _KEPT_REFERENCES = 4
+REFERENCE_MISSING = "reference_missing"  # an internal error kind: the session retries
 _KEPT_INPUTS = 2
 _FLUSH_SOURCE = """\
 #define _POSIX_C_SOURCE 200809L
@@ -177,8 +178,9 @@ class Worker:
 
     def compare(self, outputs: list[np.ndarray], check: dict) -> None:
         reference = self.references.get(check["key"])
-        if reference is None:
-            raise KernelFailure("runtime_error", "reference output missing in the worker")
+        if reference is None:  # evicted: the session loads it again and retries
+            raise KernelFailure(REFERENCE_MISSING, "reference output missing in the worker")
+        self.references.move_to_end(check["key"])
         for k, (out, ref) in enumerate(zip(outputs, reference)):
             problem = mismatch(out, ref, check["rtol"], check["atol"])
             if problem is not None:

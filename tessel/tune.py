@@ -12,6 +12,7 @@ best few programs are measured again and the winner is the best re-measured one.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import tempfile
 import time
@@ -135,9 +136,10 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
 def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
                  batch_size: int, rerun_top: int, progress: bool) -> list[TuneResult]:
     for k, run in enumerate(runs):  # the stored tuning curves, a round per batch
+        best_so_far = list(itertools.accumulate(run.resumed, min))
         for end in range(batch_size, run.done + batch_size, batch_size):
             end = min(end, run.done)
-            sched.record(k, end, min(run.resumed[:end]))
+            sched.record(k, end, best_so_far[end - 1])
     bar = TuneProgress(f"{len(runs)} tasks", trials, sum(before), enabled=progress,
                        latency=sched.total_latency)
     try:

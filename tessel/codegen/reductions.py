@@ -22,24 +22,23 @@ over long windows and unscheduled dot products are what this serves.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from tessel.arith.linear import linear_form
 from tessel.ir import (REDUCE, BinOp, Block, BlockRealize, Buffer, BufferLoad, BufferStore,
                        Expr, For, IntImm, PrimFunc, Stmt, Var, collect, const, realize, seq,
-                       substitute, transform, uses_var)
+                       structural_equal, substitute, transform, uses_var)
+from tessel.te import identity_of
 from tessel.target import Target
 
-_COMBINERS = {"+": "sum", "max": "max", "min": "min"}
+_COMBINERS = {"+": "sum", "max": "max", "min": "min"}  # BinOp op -> te combiner
 _DTYPES = ("float32", "float64")
 
 
 def vectorize_reductions(func: PrimFunc, target: Target) -> PrimFunc:
     """`func` with its vectorizable innermost reduction loops rewritten (see the module
     docstring); `func` itself when there is none."""
-    vectorized = {id(s.body) for s in collect(func.body, For) if s.kind == "vectorized"}
-    inside = {id(n) for s in collect(func.body, For) if id(s.body) in vectorized
+    inside = {id(n) for s in collect(func.body, For) if s.kind == "vectorized"
               for n in collect(s.body, For)}
 
     def rewrite(node):
@@ -85,7 +84,7 @@ def _rewrite_loop(s: For, target: Target) -> Stmt | None:
 
     dtype = acc.dtype
     rf = Buffer(f"{acc.name}_lanes", (lanes,), dtype, scope="local")
-    identity = _identity(op, dtype)
+    identity = identity_of(_COMBINERS[op], dtype)
     full = s.extent // lanes
     l0, ko, l1, l2, kt = (Var(f"{k.name}_{t}") for t in ("l0", "o", "l", "h", "t"))
     stmts: list[Stmt] = []
@@ -113,14 +112,9 @@ def _fold(store: BufferStore) -> tuple[str, Expr] | None:
     for mine, other in ((v.a, v.b), (v.b, v.a)):
         if isinstance(mine, BufferLoad) and mine.buffer is store.buffer and \
                 len(mine.indices) == len(store.indices) and \
-                all(a is b or _same(a, b) for a, b in zip(mine.indices, store.indices)):
+                all(a is b or structural_equal(a, b) for a, b in zip(mine.indices, store.indices)):
             return v.op, other
     return None
-
-
-def _same(a: Expr, b: Expr) -> bool:
-    from tessel.ir import structural_equal
-    return structural_equal(a, b)
 
 
 def _contiguous_or_uniform(value: Expr, k: Var) -> bool:
@@ -134,12 +128,6 @@ def _contiguous_or_uniform(value: Expr, k: Var) -> bool:
         if form is None or form.get(k, 0) != 1:
             return False
     return True
-
-
-def _identity(op: str, dtype: str) -> Expr:
-    if op == "+":
-        return const(0.0, dtype)
-    return const(-math.inf if op == "max" else math.inf, dtype)
 
 
 def _combine(op: str, a: Expr, b: Expr) -> Expr:

@@ -35,7 +35,7 @@ class Prepack:
 
 def split_prepacks(func: PrimFunc, constant: set[int]) -> tuple[PrimFunc, list[Prepack]]:
     """`func` without its stages that only rearrange constant parameters (positions in
-    `constant`), and those stages as functions of their own; ([], func) when there is none."""
+    `constant`), and those stages as functions of their own; (func, []) when there is none."""
     realize = func.body
     root = realize.block
     stmts = list(root.body.seq) if isinstance(root.body, SeqStmt) else [root.body]

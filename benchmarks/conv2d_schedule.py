@@ -4,37 +4,49 @@ beside torch's conv2d in the same run.
 The same register-blocking structure as benchmarks/gmm_schedule.py, with output channels in
 the vector lanes:
 
-    weight_global = cache_read(conv2d, weight); transform_layout -> [o // 16, i, h, w, o % 16]
+    weight_global = cache_read(conv2d, weight); transform_layout -> [o // oc, i, h, w, o % oc]
     conv2d_local  = cache_write(conv2d, "local")
-    o -> o0 o1(16)   y -> y0 y1(2)   x -> x0 x1(2)   rc -> rc0 rc1
+    o -> o0 o1(oc)   y -> y0 y1(oh)   x -> x0 x1(ow)   rc -> rc0 rc1
     order n o0 y0 x0 rc0 rc1 ry rx y1 x1 o1;  local tile written back at x0;
-    y1, x1 unrolled, o1 vectorized (two 8-lane vectors), fuse(n, o0, y0) parallel
+    y1, x1 unrolled, o1 vectorized (two vectors), fuse(n, o0, y0) parallel
 
-so each (rc, ry, rx) step is 2 vector loads of packed weights, 4 broadcasts of the padded
-input and 8 FMAs into registers.
+with the register tile sized for the target: oc two vectors of output channels, oh x ow
+pixels within its accumulator registers, ow the widest that divides the output rows (a
+partial tile's predicates keep the accumulators out of registers): on R18-C6's 28-wide rows
+AVX2 16 channels x 2 x 2 pixels in 8 ymm registers, AVX-512 32 x 2 x 4 in 16 zmm registers
+(0.98x torch; 32 x 2 x 6 spilled and ran at 0.13x; 2026-11-23, Zen 4). Each (rc, ry, rx)
+step is 2 vector loads of packed weights, oh * ow broadcasts of the padded input and
+2 * oh * ow FMAs into registers.
 
     python benchmarks/conv2d_schedule.py [--workload R18-C6] [--rounds 5] [--trace]
 """
 from __future__ import annotations
 
 import argparse
-import re
 
 import numpy as np
 
 import tessel
 from tessel import ops
+from tessel.codegen.asm import summary
 
-from common import best_secs, gflops, hot_loop
+from common import best_secs, gflops, settle
+from gmm_schedule import largest_divisor
 
 
-def schedule_conv2d(sch: tessel.Schedule, oc: int = 16, oh: int = 2, ow: int = 2,
+def schedule_conv2d(sch: tessel.Schedule, target: tessel.Target | None = None,
+                    oc: int | None = None, oh: int = 2, ow: int | None = None,
                     ic: int | None = None) -> tessel.Schedule:
     """Schedule the "pad" and "conv2d" blocks of an ops.conv2d NCHW program in place.
 
-    oc x oh x ow is the register tile (oc a multiple of the vector width); ic splits the
-    input-channel reduction (None: not split)."""
+    oc x oh x ow is the register tile (oc a multiple of the vector width; by default two
+    vectors of `target`, and ow the most pixels that fit its accumulator registers and divide
+    the output width); ic splits the input-channel reduction (None: not split)."""
+    target = target if target is not None else tessel.Target("host")
     conv = sch.get_block("conv2d")
+    oc = oc or 2 * target.vector_lanes("float32")
+    width = sch.get(sch.get_loops(conv)[3]).extent
+    ow = ow or largest_divisor(width, target.accumulator_registers // (2 * oh))
     _pack_weight(sch, conv, oc)
     if any(b.name == "pad" for b in tessel.ir.blocks(sch.func.body)):
         sch.parallel(sch.get_loops(sch.get_block("pad"))[1])
@@ -73,11 +85,13 @@ def main() -> None:
     parser.add_argument("--workload", default="R18-C6")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
     parser.add_argument("--trace", action="store_true", help="print the schedule's trace")
+    parser.add_argument("--tile", help="register tile oc,oh,ow (default: sized for the host)")
     args = parser.parse_args()
     target = tessel.Target("host")
+    tile = dict(zip(("oc", "oh", "ow"), map(int, args.tile.split(",")))) if args.tile else {}
     func = ops.SUITE[args.workload]
     conv_args = func.attrs["args"]
-    sch = schedule_conv2d(tessel.Schedule(func))
+    sch = schedule_conv2d(tessel.Schedule(func), target, **tile)
     mod = tessel.build(sch.func, target)
     rng = np.random.default_rng(0)
     data, weight = (rng.standard_normal(b.shape).astype(np.float32) for b in func.inputs)
@@ -93,6 +107,7 @@ def main() -> None:
     assert err < 1e-5, f"wrong result: max relative error {err}"
     ours, theirs = [], []
     for _ in range(args.rounds):  # alternate: the machine is shared and noisy
+        settle()
         ours.append(mod.time(data, weight, out, number=10, repeat=3))
         theirs.append(best_secs(conv, 10))
     flops = ops.flops(func)
@@ -102,9 +117,7 @@ def main() -> None:
     print(f"  tessel (schedule primitives)  {g_ours:7.1f} GFLOP/s  ({min(ours) * 1e3:.3f} ms)")
     print(f"  torch conv2d (oneDNN)         {g_torch:7.1f} GFLOP/s  ({min(theirs) * 1e3:.3f} ms)")
     print(f"  ratio                         {g_ours / g_torch:7.2f}")
-    loop = hot_loop(mod.asm())
-    stack = re.findall(r"\b(?:vmov\w*|vfmadd\w*)\s+%ymm\d+, [^\n]*\(%r[sb]p\)", loop)
-    print(f"hot loop: {loop.count('vfmadd')} ymm FMAs, {len(stack)} vector stores to the stack")
+    print(summary(mod.asm(), target))
     if args.trace:
         print(sch.trace.script())
 

@@ -3,15 +3,18 @@
 The schedule is the structure MetaSchedule's multi-level tiling (SSRSRS) gives a CPU matmul,
 plus a packed copy of B:
 
-    B_global = cache_read(C, B); transform_layout -> B_global[j // 16, k, j % 16]
+    B_global = cache_read(C, B); transform_layout -> B_global[j // nr, k, j % nr]
                                        (packed column panels, made in a parallel pre-stage)
     C_local  = cache_write(C, "local")  (the register tile, written back per (i0, j0) tile)
-    i -> i0 i1 i2(6)   j -> j0 j1 j2(16)   k -> k0 k1
+    i -> i0 i1 i2(mr)   j -> j0 j1 j2(nr)   k -> k0 k1
     order i0 j0 k0 i1 j1 k1 i2 j2;  C_local written back at j0;  init split off the k loop;
     i2 unrolled, j2 vectorized, fuse(i0, j0) parallel
 
-so the code generator keeps the 6x16 accumulator tile in twelve ymm registers and the k1
-loop is two vector loads, six broadcasts and twelve FMAs. Packing B matters: the same
+with the register tile sized for the target: nr two vectors, mr rows within its accumulator
+registers, the most that divide M (a partial tile costs more than a smaller whole one):
+AVX2 6 x 16 in twelve ymm registers at M = 96, AVX-512 8 x 32 in 16 zmm registers at M =
+1024 (12 x 32 there ran at 0.89x numpy, 8 x 32 at 1.06x; 2026-11-23, Zen 4). The k1 loop is
+two vector loads, mr broadcasts and 2 * mr FMAs. Packing B matters: the same
 schedule without it reached 0.64x numpy, with it 0.85-0.88x (2026-11-22). The auto space's
 multi-level tiling therefore offers packing of a parameter read by the tiled block along the
 vectorized innermost tile (cache_read + transform_layout, TVM's "layout rewrite"), and this
@@ -23,23 +26,29 @@ for a convolution's weight.
 from __future__ import annotations
 
 import argparse
-import re
 
 import numpy as np
 
 import tessel
 from tessel import ops
+from tessel.codegen.asm import hot_loop, summary
 
-from common import best_secs, gflops, hot_loop
+from common import best_secs, gflops, settle
 
 
-def schedule_gmm(sch: tessel.Schedule, mr: int = 6, nr: int = 16, i1: int = 4, j1: int = 2,
+def schedule_gmm(sch: tessel.Schedule, target: tessel.Target | None = None,
+                 mr: int | None = None, nr: int | None = None, i1: int = 4, j1: int = 2,
                  kt: int = 256) -> tessel.Schedule:
     """Schedule the matmul block "C" of `sch` (made by ops.matmul) in place and return it.
 
-    mr x nr is the register tile (nr a multiple of the vector width), i1 x j1 register
-    tiles share one k0 step of kt, the cache tile."""
+    mr x nr is the register tile (nr a multiple of the vector width; by default two vectors
+    of `target`, and the most rows up to what its accumulator registers hold that divide M),
+    i1 x j1 register tiles share one k0 step of kt, the cache tile."""
+    target = target if target is not None else tessel.Target("host")
     c = sch.get_block("C")
+    nr = nr or 2 * target.vector_lanes("float32")
+    rows = sch.get(sch.get_loops(c)[0]).extent
+    mr = mr or largest_divisor(rows, target.accumulator_registers // 2)
     _pack_b(sch, c, nr)
     c_local = sch.cache_write(c, 0, "local")
     i, j, k = sch.get_loops(c)
@@ -55,6 +64,10 @@ def schedule_gmm(sch: tessel.Schedule, mr: int = 6, nr: int = 16, i1: int = 4, j
         sch.vectorize(sch.get_loops(block)[-1])
     sch.parallel(sch.fuse(i0, j0))
     return sch
+
+
+def largest_divisor(n: int, limit: int) -> int:
+    return max(d for d in range(1, max(1, min(n, limit)) + 1) if n % d == 0)
 
 
 def _pack_b(sch: tessel.Schedule, c, nr: int) -> None:
@@ -77,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     n = args.size
     target = tessel.Target("host")
-    sch = schedule_gmm(tessel.Schedule(ops.matmul(n, n, n)))
+    sch = schedule_gmm(tessel.Schedule(ops.matmul(n, n, n)), target)
     mod = tessel.build(sch.func, target)
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
@@ -89,6 +102,7 @@ def main() -> None:
     # the machine is shared and noisy: alternate the two and keep each one's best
     ours, theirs = [], []
     for _ in range(args.rounds):
+        settle()
         ours.append(mod.time(a, b, c, number=3, repeat=3))
         theirs.append(best_secs(lambda: a @ b, 3))
     flops = 2.0 * n ** 3
@@ -98,10 +112,9 @@ def main() -> None:
     print(f"  tessel (schedule primitives)  {g_ours:7.1f} GFLOP/s  ({min(ours) * 1e3:.2f} ms)")
     print(f"  numpy matmul (OpenBLAS)       {g_np:7.1f} GFLOP/s  ({min(theirs) * 1e3:.2f} ms)")
     print(f"  ratio                         {g_ours / g_np:7.2f}")
-    loop = hot_loop(mod.asm())
-    fmas = re.findall(r"vfmadd\w+\s+[^\n]*%ymm", loop)
-    stack = re.findall(r"\b(?:vmov\w*|vfmadd\w*)\s+%ymm\d+, [^\n]*\(%r[sb]p\)", loop)
-    print(f"hot loop: {len(fmas)} ymm FMAs, {len(stack)} vector stores to the stack")
+    asm = mod.asm()
+    print(summary(asm, target))
+    loop = hot_loop(asm)
     if args.trace:
         print(sch.trace.script())
     if args.asm:

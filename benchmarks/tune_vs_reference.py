@@ -16,7 +16,7 @@ import numpy as np
 import tessel
 from tessel import ops
 
-from common import best_secs, gflops
+from common import best_secs, gflops, settle
 
 
 def reference(func, inputs):
@@ -59,6 +59,7 @@ def main() -> None:
     assert err < 1e-4, f"tuned kernel is wrong: max relative error {err}"
     ours, theirs = [], []
     for _ in range(args.rounds):  # alternate: the machine is shared and noisy
+        settle()
         ours.append(result.module.time(*inputs, out, number=5, repeat=3))
         theirs.append(best_secs(ref_fn, 5))
     flops = ops.flops(func)

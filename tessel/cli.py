@@ -108,13 +108,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    try:
-        from tessel.measure.dask import serve
-        import distributed  # noqa: F401
-    except ImportError:
-        print("tessel worker: needs Dask distributed; pip install 'tessel[distributed]'",
-              file=sys.stderr)
-        return 2
+    from tessel.measure.dask import serve
     serve(args.scheduler, args.device, name=args.name)
     return 0
 
@@ -147,8 +141,17 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a missing optional package is one line and exit status 2, Ctrl-C 130."""
+    from tessel.extras import MissingExtra
     args = make_parser().parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except MissingExtra as err:
+        print(f"tessel {args.command}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tessel {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -76,6 +76,10 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         trials = r.trials_before + len(r.history)
         print(f"  {r.task.label:<48} x{int(r.task.weight):<3} {trials:4d} trials  "
               f"{r.best_seconds * 1e3:9.4f} ms {r.best_gflops:8.1f} GFLOP/s")
+    if any(r.interrupted for r in results):
+        print(f"tessel tune-model: interrupted; every measured trial is stored in {args.db}, "
+              "and the same command resumes", file=sys.stderr)
+        return 130
     return 0
 
 

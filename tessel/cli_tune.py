@@ -73,11 +73,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
                          seed=args.seed, early_stopping=args.early_stopping, name=label)
     if result.best_trace is None:
         print(f"{label}: no valid program found in {args.trials} trials", file=sys.stderr)
-        return 1
+        return 130 if result.interrupted else 1
     new = len(result.history)
     print(f"{label}: best {result.best_gflops:.1f} GFLOP/s ({result.best_seconds * 1e3:.4f} ms) "
           f"after {result.trials_before + new} trials ({new} new) on {target}; records in "
           f"{args.db}")
+    if result.interrupted:
+        print(f"tessel tune: interrupted; every measured trial is stored in {args.db}, and "
+              "the same command resumes", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -34,6 +34,10 @@ class TuneProgress:
         self.bar.set_postfix_str(self.status(), refresh=False)
         self.bar.update(len(results))
 
+    def refresh(self) -> None:
+        """Show the status again (the task scheduler's total changed after an update)."""
+        self.bar.set_postfix_str(self.status())
+
     def status(self) -> str:
         minutes = (time.perf_counter() - self.start) / 60
         rate = self.new / minutes if minutes > 0 else 0.0

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tessel.extras import require
+
 
 @dataclass(frozen=True)
 class Curve:
@@ -65,12 +67,8 @@ def table(curves: dict[str, Curve]) -> str:
 def plot(curves: dict[str, Curve], path: str | Path, title: str = "",
          reference: tuple[str, float] | None = None) -> Path:
     """Save the curves (and an optional horizontal reference line, e.g. ("numpy", 180.0))."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise RuntimeError("plotting needs matplotlib: pip install 'tessel[plot]'") from err
+    require("matplotlib", "plotting tuning curves").use("Agg")
+    plt = require("matplotlib.pyplot", "plotting tuning curves")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for c in curves.values():
         ax.plot(range(1, c.trials + 1), c.best_gflops, label=c.label)

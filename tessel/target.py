@@ -52,7 +52,7 @@ _DEFAULT_CACHES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)  # l1d, l2, l3 in by
 # No -ffast-math: max reductions start from -INFINITY and must keep IEEE semantics.
 _COMMON_CFLAGS = ("-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
                   "-ffp-contract=fast", "-std=gnu11")
-_INT_FIELDS = ("cores", "l1d_bytes", "l2_bytes", "l3_bytes")
+_INT_FIELDS = ("cores", "l1d_bytes", "l2_bytes", "l3_bytes", "vector_registers")
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,14 @@ def _vector_bits(features: frozenset[str]) -> int:
     return 256 if features & {"avx2", "avx"} else 128
 
 
+def _vector_registers(arch: str, features: frozenset[str]) -> int:
+    """Architectural vector registers: x86-64 has 16 (xmm/ymm), 32 with AVX-512 (zmm);
+    AArch64 has 32 (v0-v31, and z0-z31 with SVE)."""
+    if arch == "aarch64" or "avx512f" in features:
+        return 32
+    return 16
+
+
 def _str_collection(value: Any, key: str) -> tuple[str, ...]:
     _check(not isinstance(value, str) and hasattr(value, "__iter__"),
            f"{key} must be a collection of strings, got {value!r}")
@@ -205,6 +213,7 @@ def _complete(name: str, values: dict[str, Any]) -> dict[str, Any]:
     features = _str_collection(values["features"], "features")
     values["features"] = frozenset(f.lower() for f in features)
     values.setdefault("vector_bits", _vector_bits(values["features"]))
+    values.setdefault("vector_registers", _vector_registers(values["arch"], values["features"]))
     values.setdefault("cflags", ("-O3", *_isa_flags(name, values["arch"]), *_COMMON_CFLAGS))
     values["cflags"] = _str_collection(values["cflags"], "cflags")
     if "compiler" not in values:
@@ -261,6 +270,7 @@ class Target:
     overridden by keyword; ``vector_bits`` defaults from ``features``, ``cflags`` from ``name``
     (-march=native for host, ISA flags for presets), ``compiler`` from cc/gcc/clang on PATH.
     A ``compiler`` given without ``compiler_version`` is looked up on PATH and asked its version.
+    ``vector_registers`` (16 on x86-64, 32 with AVX-512 or on AArch64) sizes register tiles.
     """
 
     name: str
@@ -268,6 +278,7 @@ class Target:
     cpu_model: str
     features: frozenset[str]
     vector_bits: int
+    vector_registers: int
     cores: int
     l1d_bytes: int
     l2_bytes: int
@@ -295,6 +306,13 @@ class Target:
         _check(dtype in _DTYPE_BITS,
                f"unknown dtype {dtype!r}; valid dtypes: {sorted(_DTYPE_BITS)}")
         return max(1, self.vector_bits // _DTYPE_BITS[dtype])
+
+    @property
+    def accumulator_registers(self) -> int:
+        """Vector registers a register tile of accumulators may hold: three quarters of them
+        (12 of AVX2's 16, 24 of AVX-512's 32); the rest carry the operands loaded and
+        broadcast at each step of the reduction."""
+        return self.vector_registers * 3 // 4
 
     def fingerprint(self) -> dict[str, Any]:
         """The JSON-able facts that decide whether measurements on two targets are comparable."""

@@ -9,12 +9,20 @@ A run resumes from the database: the trials already stored for this workload and
 toward `trials`, warm the cost model and are never proposed again. Every batch is committed
 as soon as it is measured, so a killed run loses at most the batch in flight. At the end the
 best few programs are measured again and the winner is the best re-measured one.
+
+Ctrl-C (SIGINT, when tuning runs in the main thread) stops a run after the batch in flight is
+measured and committed, and returns what was found (`TuneResult.interrupted`); a second
+Ctrl-C stops at once (KeyboardInterrupt), losing only that batch.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import signal
+import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -58,6 +66,7 @@ class TuneResult:
     history: list[Trial] = field(default_factory=list)
     module: Module | None = None
     trials_before: int = 0
+    interrupted: bool = False  # stopped by Ctrl-C after committing the batch in flight
 
     @property
     def best_gflops(self) -> float:
@@ -95,11 +104,12 @@ def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
     try:
         before = _resume(run)
         bar = TuneProgress(task.label, trials, run.done, task.flops, enabled=progress)
-        try:
-            _loop(run, trials, batch_size, early_stopping, bar)
-        finally:
-            bar.close()
-        return _finish(run, rerun_top, before)
+        with _stop_on_interrupt() as stop:
+            try:
+                _loop(run, trials, batch_size, early_stopping, bar, stop)
+            finally:
+                bar.close()
+            return _finish(run, 1 if stop.is_set() else rerun_top, before, stop.is_set())
     finally:
         _close_owned(run, builder, runner)
 
@@ -127,14 +137,16 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
                    strategy_options or {}) for k, t in enumerate(tasks)]
     before = [_resume(run) for run in runs]
     try:
-        return _tune_rounds(runs, before, TaskScheduler(tasks, scheduler, seed=seed), trials,
-                            batch_size, rerun_top, progress)
+        with _stop_on_interrupt() as stop:
+            return _tune_rounds(runs, before, TaskScheduler(tasks, scheduler, seed=seed), trials,
+                                batch_size, rerun_top, progress, stop)
     finally:
         _close_owned(runs[0], given_builder, given_runner)
 
 
 def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
-                 batch_size: int, rerun_top: int, progress: bool) -> list[TuneResult]:
+                 batch_size: int, rerun_top: int, progress: bool,
+                 stop: threading.Event) -> list[TuneResult]:
     for k, run in enumerate(runs):  # the stored tuning curves, a round per batch
         best_so_far = list(itertools.accumulate(run.resumed, min))
         for end in range(batch_size, run.done + batch_size, batch_size):
@@ -143,14 +155,18 @@ def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
     bar = TuneProgress(f"{len(runs)} tasks", trials, sum(before), enabled=progress,
                        latency=sched.total_latency)
     try:
-        while sum(r.done for r in runs) < trials and (k := sched.next_task()) is not None:
+        while sum(r.done for r in runs) < trials and not stop.is_set() and \
+                (k := sched.next_task()) is not None:
             left = trials - sum(r.done for r in runs)
             if not _round(runs[k], min(batch_size, left), bar):
                 sched.finish(k)
             sched.record(k, runs[k].done, runs[k].best_seconds)
+            bar.refresh()
     finally:
         bar.close()
-    return [_finish(run, rerun_top, b) for run, b in zip(runs, before)]
+    if stop.is_set():
+        rerun_top = 1
+    return [_finish(run, rerun_top, b, stop.is_set()) for run, b in zip(runs, before)]
 
 
 def apply_best(func: PrimFunc, target: Target | None = None,
@@ -253,8 +269,34 @@ def _resume(run: _Run) -> int:
     return run.done
 
 
-def _loop(run: _Run, trials: int, batch_size: int, early: int | None, bar: TuneProgress) -> None:
-    while run.done < trials:
+@contextlib.contextmanager
+def _stop_on_interrupt():
+    """An Event set by the first Ctrl-C (the run then stops after its batch in flight); the
+    second raises KeyboardInterrupt. Only in the main thread (elsewhere signals cannot be
+    caught), and only where SIGINT has Python's default handler (a caller's own is kept)."""
+    stop = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or \
+            previous is not signal.default_int_handler:
+        yield stop
+        return
+
+    def interrupted(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\ntessel: stopping after the batch in flight is measured and stored "
+              "(Ctrl-C again to stop now)", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _loop(run: _Run, trials: int, batch_size: int, early: int | None, bar: TuneProgress,
+          stop: threading.Event) -> None:
+    while run.done < trials and not stop.is_set():
         if not _round(run, min(batch_size, trials - run.done), bar):
             break  # nothing new left in the space
         if early is not None and run.done - run.last_gain >= early:
@@ -299,14 +341,15 @@ def _update_model(run: _Run, batch: Sequence[Proposal], results: Sequence[Measur
         run.model.update([p.candidate(run.task.workload) for p in batch], list(results))
 
 
-def _finish(run: _Run, rerun_top: int, before: int) -> TuneResult:
+def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -> TuneResult:
     """Measure the best few again; the best re-measured one wins. Build it."""
     task = run.task
     top = [(r, run.strategy.replay(r.trace())) for r in
            run.db.top_k(task.workload, task.target, k=max(1, rerun_top)) if r.trace_json]
     top = [(r, p) for r, p in top if p is not None]
     if not top:
-        return TuneResult(task, math.inf, None, task.workload, run.history, None, before)
+        return TuneResult(task, math.inf, None, task.workload, run.history, None, before,
+                          interrupted)
     if rerun_top > 1 and len(top) > 1:
         again = _measure(run, [p for _, p in top], commit=False)  # not new trials
         scored = [(res.mean_secs if res.ok else math.inf, i) for i, res in enumerate(again)]
@@ -317,7 +360,7 @@ def _finish(run: _Run, rerun_top: int, before: int) -> TuneResult:
         best_secs, i = top[0][0].mean_secs, 0
     best = top[i][1]
     return TuneResult(task, best_secs, best.trace, best.func, run.history,
-                      build(best.func, task.target), before)
+                      build(best.func, task.target), before, interrupted)
 
 
 def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,

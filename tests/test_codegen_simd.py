@@ -16,6 +16,7 @@ from tessel.codegen.simd import Chunk, chunk_plan, plan_slots
 from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.lower import block_regions
 from tessel.target import Target
+from isa import ISA_PRESETS, fmas, hot_loop, spills
 
 AVX2 = Target("x86_64-avx2")  # a preset: 8 float lanes, machine-independent source
 
@@ -499,46 +500,28 @@ def test_no_promotion_around_a_loop_that_moves_the_access(cache_dir):
     assert source.count("= tessel_f32x8_load(&C_local[") == 4  # 4 rows of one vector, once
 
 
+@ISA_PRESETS
 @pytest.mark.parametrize("i2, j2", [(2, 1), (2, 2)])
-def test_ssrsrs_inner_loop_is_fma_on_registers(i2, j2):
-    host = Target("host")
-    if not (host.has("avx2") and host.has("fma")) or host.vector_bits != 256:
-        pytest.skip("needs an AVX2+FMA host (256-bit vectors)")
-    func = ssrsrs_matmul(48, 64, 64, mr=6, nr=16, i2=i2, j2=j2, k0=2)
-    loop = hot_loop(asm_for(generate_c(func, host), host))
-    assert len(re.findall(r"\bvfmadd\d+ps\s+[^\n]*%ymm", loop)) >= 12, loop
-    assert not re.search(r"\bvmov\w*\s+%[xy]mm\d+,\s*[-\w]*\(", loop), loop
-    assert not re.search(r"\((%rsp|%rbp)\)", loop), loop
+def test_ssrsrs_inner_loop_is_fma_on_registers(target, i2, j2):
+    """6 rows x 2 vectors of accumulators (ymm with AVX2, zmm with AVX-512) stay in registers
+    through the k loop: 12 FMAs on full vectors, nothing spilled."""
+    nr = 2 * target.vector_lanes("float32")
+    func = ssrsrs_matmul(48, 4 * nr, 64, mr=6, nr=nr, i2=i2, j2=j2, k0=2)
+    loop = hot_loop(asm_for(generate_c(func, target), target))
+    assert len(fmas(loop, target)) >= 12, loop
+    assert not spills(loop), loop
 
 
-def hot_loop(asm: str) -> str:
-    """The innermost loop (label .. backward jump to it, holding no other loop) with the most
-    FMAs."""
-    spans = []
-    for label in re.finditer(r"^(\.L\w+):$", asm, re.M):
-        jump = re.compile(rf"^\s+j\w+\s+{re.escape(label.group(1))}$", re.M)
-        end = jump.search(asm, label.end())
-        if end is not None:
-            spans.append((label.start(), end.end()))
-    innermost = [(a, b) for a, b in spans
-                 if not any(a < c and d <= b for c, d in spans if (c, d) != (a, b))]
-    loops = [asm[a:b] for a, b in innermost]
-    return max(loops, key=lambda body: body.count("vfmadd"), default="")
-
-
+@ISA_PRESETS
 @pytest.mark.parametrize("init_in_k", [False, True])
-def test_register_tiled_inner_loop_is_fma_on_registers(init_in_k):
-    host = Target("host")
-    if not (host.has("avx2") and host.has("fma")) or host.vector_bits != 256:
-        pytest.skip("needs an AVX2+FMA host (256-bit vectors)")
-    func = register_tiled_matmul(24, 32, 64, mr=6, nr=16, init_in_k=init_in_k)
-    loop = hot_loop(asm_for(generate_c(func, host), host))
-    fmas = re.findall(r"\bvfmadd\d+ps\s+[^\n]*%ymm", loop)
-    assert len(fmas) >= 12, loop  # 6 rows x 2 vectors per k
+def test_register_tiled_inner_loop_is_fma_on_registers(target, init_in_k):
+    nr = 2 * target.vector_lanes("float32")
+    func = register_tiled_matmul(24, 2 * nr, 64, mr=6, nr=nr, init_in_k=init_in_k)
+    loop = hot_loop(asm_for(generate_c(func, target), target))
+    assert len(fmas(loop, target)) >= 12, loop  # 6 rows x 2 vectors per k
     # the accumulators never touch memory inside the k loop: no vector stores at all there,
     # and no loads or FMAs with a stack operand
-    assert not re.search(r"\bvmov\w*\s+%[xy]mm\d+,\s*[-\w]*\(", loop), loop
-    assert not re.search(r"\((%rsp|%rbp)\)", loop), loop
+    assert not spills(loop), loop
 
 
 def test_masks_of_other_widths_and_casts_to_bool(cache_dir):

@@ -9,18 +9,20 @@ import tessel
 from tessel import ops
 from tessel.search import make_strategy
 from tessel.space import default_postprocs, make_space, postprocess
+from tessel.codegen import asm_for, generate_c
+from tessel.passes import compact_buffers
 from tessel.space.priors import prior_decisions, prior_schedules
+from isa import ISA_PRESETS, fmas, hot_loop, runs_here, spills
 
 TARGET = tessel.Target("host")
 AUTO = make_space("auto", TARGET)
 POSTPROCS = default_postprocs(TARGET)
-LANES = TARGET.vector_lanes("float32")
 
 
-def _run(func, program) -> float:
+def _run(func, program, target=TARGET) -> float:
     inputs = ops.reference_inputs(func, seed=1)
     (out,) = ops.empty_outputs(func)
-    tessel.build(program, TARGET)(*inputs, out)
+    tessel.build(program, target if runs_here(target) else TARGET)(*inputs, out)
     ref = ops.run_reference(func, *inputs)
     return float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))
 
@@ -30,32 +32,49 @@ def _tiles(trace):
             if trace.instructions[s].kind == "sample_perfect_tile"]
 
 
-def test_matmul_priors_tile_whole_vectors_and_a_few_rows():
+@ISA_PRESETS
+def test_matmul_priors_tile_whole_vectors_and_a_few_rows(target):
+    """Register tiles of one or two whole vectors by as many rows as fit three quarters of
+    the target's vector registers (12 of AVX2's 16, 24 of AVX-512's 32)."""
+    lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
     func = ops.matmul(96, 640, 120)
-    designs = AUTO.designs(func)
+    auto = make_space("auto", target)
+    designs = auto.designs(func)
+    widths, tiles_seen = set(), set()
     for design in designs:
-        for decisions in prior_decisions(design, LANES):
+        for decisions in prior_decisions(design, lanes, accumulators):
             tiles = [decisions[s] for s in design.sampling_sites() if s in decisions
                      and design.instructions[s].kind == "sample_perfect_tile"]
             rows, cols, red = tiles
             assert math.prod(rows) == 96 and math.prod(cols) == 640 and math.prod(red) == 120
-            assert cols[-1] in (LANES, 2 * LANES) and rows[-1] * cols[-1] // LANES <= 12
+            assert cols[-1] in (lanes, 2 * lanes)
+            assert rows[-1] * cols[-1] // lanes <= accumulators
             assert red[-1] == 120  # the whole reduction inside the register tile
-    ranked = prior_schedules(AUTO, func)  # the best two ranks: a local accumulator tile
+            widths.add(cols[-1])
+            tiles_seen.add((rows[-1], cols[-1]))
+    assert widths == {lanes, 2 * lanes}
+    # 96 rows: the most that divide them within the registers (AVX2 6 x 2, AVX-512 12 x 2)
+    assert (accumulators // 2, 2 * lanes) in tiles_seen
+    ranked = prior_schedules(auto, func)  # the best two ranks: a local accumulator tile
     assert 0 < len(ranked) < 2 * len(designs)
     assert all(any(i.kind == "cache_write" for i in s.trace.instructions) for s in ranked[:2])
 
 
-def test_prior_programs_are_correct_and_register_blocked():
-    func = ops.matmul(48, 64, 40)
-    finals = [postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func)]
+@ISA_PRESETS
+def test_prior_programs_are_correct_and_register_blocked(target):
+    func = ops.matmul(48, 4 * target.vector_lanes("float32"), 40)
+    posts = default_postprocs(target)
+    finals = [postprocess(s, posts) for s in prior_schedules(make_space("auto", target), func)]
     programs = [f.func for f in finals if f is not None]
-    assert programs and all(_run(func, p) < 1e-5 for p in programs)
-    fmas = []
-    for p in programs:
-        asm = tessel.build(p, TARGET).asm()
-        fmas.append(max(part.count("vfmadd") for part in asm.split(".L")[1:]))
-    assert max(fmas) >= 8  # rows x two vectors of accumulators in one loop body
+    assert programs and all(_run(func, p, target) < 1e-5 for p in programs)
+    loops = [hot_loop(asm_for(generate_c(compact_buffers(p), target), target))
+             for p in programs]
+    counts = [len(fmas(loop, target)) for loop in loops]
+    # 48 rows: the 2-vector tiles fill the accumulator registers (AVX2 6 x 2, AVX-512 12 x 2),
+    # the 1-vector ones half of them (at most 12 rows); nothing leaves its register
+    assert max(counts) == target.accumulator_registers, counts
+    assert min(counts) >= target.accumulator_registers // 2, counts
+    assert not any(spills(loop) for loop in loops)
 
 
 def test_conv_priors_include_channels_in_the_vector_lanes_with_a_packed_weight():

@@ -12,8 +12,12 @@ import tessel
 from tessel import ir, ops
 from tessel.space import (AutoInline, FunctionSpace, MultiLevelTiling, RuleSpace, SpaceError,
                           TemplateSpace, UnionSpace, make_space, postprocess)
+from tessel.codegen import asm_for, generate_c
+from tessel.passes import compact_buffers
+from tessel.space import default_postprocs
 from space_cases import (POSTPROCS, SUITE_NAMES, TARGET, distinct_programs, loop_signature,
                          max_errors, small)
+from isa import ISA_PRESETS, fmas, hot_loop, spills
 
 AUTO = make_space("auto", TARGET)
 
@@ -130,23 +134,29 @@ def _gmm_decisions(design: tessel.Trace, tiles: list[tuple[int, ...]], unroll: i
     return out
 
 
-def test_hand_written_gmm_schedule_is_reachable_in_the_auto_space():
+@ISA_PRESETS
+def test_hand_written_gmm_schedule_is_reachable_in_the_auto_space(target):
+    """benchmarks/gmm_schedule.py's 6 x (2 vectors) register tile, sized for `target`, is a
+    design of the target's auto space under the right decisions, and its hot loop is 12 FMAs
+    on full vectors (ymm with AVX2, zmm with AVX-512)."""
     from gmm_schedule import schedule_gmm
-    M, N, K = 96, 640, 128
+    nr = 2 * target.vector_lanes("float32")
+    M, N, K = 96, 20 * nr, 128
     func = ops.matmul(M, N, K)
-    hand = schedule_gmm(tessel.Schedule(func), mr=6, nr=16, i1=4, j1=2, kt=64)
-    tiles = [(4, 1, 4, 6), (20, 1, 2, 16), (2, 64)]  # i: i0 . i1 6 rows; j: j0 . j1 16 lanes
+    hand = schedule_gmm(tessel.Schedule(func), target, mr=6, nr=nr, i1=4, j1=2, kt=64)
+    tiles = [(4, 1, 4, 6), (10, 1, 2, nr), (2, 64)]  # i: i0 . i1 6 rows; j: j0 . j1 2 vectors
+    auto, posts = make_space("auto", target), default_postprocs(target)
     matches = []
-    for design in AUTO.designs(func):
+    for design in auto.designs(func):
         sch = design.apply(tessel.Schedule(func), _gmm_decisions(design, tiles, unroll=16))
-        final = postprocess(sch, POSTPROCS, strict=True)
+        final = postprocess(sch, posts, strict=True)
         if loop_signature(final.func.body) == loop_signature(hand.func.body):
             matches.append(final.func)
     assert matches, "no design of the auto space reproduces the hand-written GMM schedule"
     assert max(max_errors(func, matches[:1])) < 1e-3
-    asm = tessel.build(matches[0], TARGET).asm()
-    body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
-    assert body.count("vfmadd") == 12  # the 6 x 16 register tile, as in the hand schedule
+    loop = hot_loop(asm_for(generate_c(compact_buffers(matches[0]), target), target))
+    assert len(fmas(loop, target)) == 12  # the 6 x 2-vector register tile, as by hand
+    assert not spills(loop), loop
 
 
 def _conv_decisions(design: tessel.Trace, tiles: list[tuple[int, ...]]) -> dict:
@@ -164,13 +174,16 @@ def _conv_decisions(design: tessel.Trace, tiles: list[tuple[int, ...]]) -> dict:
     return out
 
 
-def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space():
+@ISA_PRESETS
+def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space(target):
     """benchmarks/conv2d_schedule.py's structure (output channels in the vector lanes, weight
-    packed, a 2x2x16 register tile) is a design of the auto space: its rows are 6 wide, so
-    MultiLevelTiling also offers the output channels as the vector axis."""
-    func = ops.conv2d(1, 5, 6, 6, 16, 3, 3, padding=1)
-    tiles = [(3, 1, 1, 2), (3, 1, 1, 2), (1, 5), (1, 3), (1, 3), (1, 1, 1, 16)]  # y x rc ry rx o
-    designs = [d for d in AUTO.designs(func)
+    packed, a 2 x 2 pixel x 2-vector register tile) is a design of the auto space: its rows
+    are 6 wide, so MultiLevelTiling also offers the output channels as the vector axis."""
+    oc = 2 * target.vector_lanes("float32")
+    func = ops.conv2d(1, 5, 6, 6, oc, 3, 3, padding=1)
+    tiles = [(3, 1, 1, 2), (3, 1, 1, 2), (1, 5), (1, 3), (1, 3), (1, 1, 1, oc)]  # y x rc ry rx o
+    auto, posts = make_space("auto", target), default_postprocs(target)
+    designs = [d for d in auto.designs(func)
                if any(i.kind == "cache_write" for i in d.instructions)]
     programs = []
     for design in designs:
@@ -178,13 +191,12 @@ def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space():
             sch = design.apply(tessel.Schedule(func), _conv_decisions(design, tiles))
         except tessel.ScheduleError:
             continue  # a design whose tiles do not take these decisions
-        programs.append(postprocess(sch, POSTPROCS, strict=True).func)
+        programs.append(postprocess(sch, posts, strict=True).func)
     packed = [p for p in programs if any(b.name.endswith("_global") for b in ir.blocks(p.body))]
     assert packed, "no design packs the weight along the output channels"
     assert max(max_errors(func, packed)) < 1e-4
-    asm = tessel.build(packed[0], TARGET).asm()
-    body = max(asm.split(".L")[1:], key=lambda part: part.count("vfmadd"))
-    assert body.count("vfmadd") >= 8  # 2 x 2 pixels x two 8-lane vectors of channels
+    loop = hot_loop(asm_for(generate_c(compact_buffers(packed[0]), target), target))
+    assert len(fmas(loop, target)) >= 8  # 2 x 2 pixels x two vectors of channels
 
 
 @pytest.mark.parametrize("n, piece", [(200, 40), (3072, 64), (67, 0)])

@@ -109,18 +109,39 @@ def _run_checked(cmd: list[str], source: str, timeout_s: float, stdin: str | Non
     return stdout
 
 
+_RUNNING: set[int] = set()  # process groups of the compilers running in this process
+
+
 def _run(cmd: list[str], timeout_s: float, stdin: str | None) -> tuple[int, str, str]:
-    """subprocess.run, except that a timeout kills the whole process group (cc1, as, ld too)."""
+    """subprocess.run, except that the compiler runs in a process group of its own, killed
+    whole (cc1, as, ld too) at the timeout or when anything interrupts the wait."""
     with subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:
+        _RUNNING.add(proc.pid)
         try:
             stdout, stderr = proc.communicate(stdin, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        except BaseException:  # the timeout, Ctrl-C, a signal handler's exception
+            _killpg(proc.pid)
             proc.communicate()
             raise
+        finally:
+            _RUNNING.discard(proc.pid)
     return proc.returncode, stdout, stderr
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def kill_compilers() -> None:
+    """Kill every compiler this process is running, with its children (the build workers
+    call this when they are told to stop, so no cc1 outlives them)."""
+    for pgid in list(_RUNNING):
+        _killpg(pgid)
 
 
 def _failure_message(cmd: list[str], returncode: int, source: str, stderr: str) -> str:

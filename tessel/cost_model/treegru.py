@@ -18,15 +18,13 @@ import numpy as np
 
 from tessel import features
 from tessel.cost_model.base import CostModel, check, no_margin, normalize
+from tessel.extras import require
 from tessel.measure import MeasureCandidate
 
 
 def import_net():
-    try:
-        from tessel.cost_model import treegru_net
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("the treegru cost model needs PyTorch: pip install torch "
-                          "(or tessel[torch])") from e
+    require("torch", "the treegru cost model")
+    from tessel.cost_model import treegru_net
     return treegru_net
 
 

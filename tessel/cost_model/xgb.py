@@ -2,8 +2,8 @@
 
 The objective is "rank" (XGBoost's rank:pairwise, rows grouped per workload: only the order
 of programs of one workload matters, the paper's rank loss) or "reg" (squared error on
-normalized throughput). xgboost is an optional dependency (`pip install xgboost-cpu`); it is
-imported when a model is made.
+normalized throughput). xgboost (the xgboost-cpu wheel) is a core dependency, imported when
+a model is made.
 """
 from __future__ import annotations
 
@@ -13,18 +13,14 @@ import numpy as np
 
 from tessel import features
 from tessel.cost_model.base import CostModel, check, group_order, normalize
+from tessel.extras import require
 from tessel.measure import MeasureCandidate
 
 OBJECTIVES = {"rank": "rank:pairwise", "reg": "reg:squarederror"}
 
 
 def import_xgboost():
-    try:
-        import xgboost
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("the xgb cost models need xgboost: pip install xgboost-cpu "
-                          "(or tessel[xgb])") from e
-    return xgboost
+    return require("xgboost", "the xgb cost models")
 
 
 class XGBModel(CostModel):

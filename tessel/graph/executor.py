@@ -24,6 +24,7 @@ from tessel.codegen import Module, build
 from tessel.database import Database
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
+from tessel.extras import require
 from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
@@ -67,6 +68,7 @@ def load_model(model: Any, input_shapes: dict[str, Sequence[int]] | None = None,
         from tessel.graph.torch_import import from_torch
         graph = from_torch(model, tuple(example_inputs))
     elif isinstance(model, (str, Path)) or type(model).__name__ == "ModelProto":
+        require("onnx", "importing an ONNX model")
         from tessel.graph.onnx_import import from_onnx
         graph = from_onnx(model, input_shapes=input_shapes)
     else:

@@ -19,6 +19,7 @@ import math
 import warnings
 from typing import Any, Callable
 
+from tessel.extras import require
 from tessel.graph.ir import Graph, check
 
 SEED = 0
@@ -28,8 +29,7 @@ Factory = Callable[..., tuple[Any, tuple[Any, ...]]]
 # ---- building blocks (defined on first use, so tessel imports without torch) ----
 
 def _nn() -> Any:
-    import torch.nn as nn
-    return nn
+    return require("torch.nn", "the model zoo")
 
 
 RESIDUAL_DAMPING = 0.3
@@ -50,7 +50,7 @@ def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
 
 def _randomize(module: Any, seed: int = SEED) -> Any:
     """Seeded kaiming-like weights, small biases, running statistics near (0, 1); eval mode."""
-    import torch
+    torch = require("torch", "the model zoo")
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in module.modules():
@@ -85,7 +85,7 @@ def _init_std(m: Any) -> float:
 
 
 def _fill_normal(param: Any, std: float, gen: Any, mean: float = 0.0) -> None:
-    import torch
+    torch = require("torch", "the model zoo")
     param.copy_(mean + std * torch.randn(param.shape, generator=gen))
 
 
@@ -99,7 +99,7 @@ def _randomize_batch_norm(m: Any, gen: Any, damping: float) -> None:
 
 
 def _example(shape: tuple[int, ...], seed: int = SEED) -> tuple[Any, ...]:
-    import torch
+    torch = require("torch", "the model zoo")
     gen = torch.Generator().manual_seed(seed + 1)
     return (torch.randn(shape, generator=gen),)
 
@@ -281,8 +281,8 @@ def onnx_model(name: str, opset: int = 17, **kwargs: Any) -> Any:
 
 def _onnx_legacy(module: Any, args: tuple[Any, ...], opset: int) -> Any:
     """The TorchScript exporter: well under a second per zoo model (dynamo takes ~9 s)."""
-    import onnx
-    import torch
+    onnx = require("onnx", "exporting a zoo model to ONNX")
+    torch = require("torch", "the model zoo")
     buffer = io.BytesIO()
     with warnings.catch_warnings():  # its deprecation notice: we choose it for speed
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -292,7 +292,7 @@ def _onnx_legacy(module: Any, args: tuple[Any, ...], opset: int) -> Any:
 
 
 def _onnx_dynamo(module: Any, args: tuple[Any, ...], opset: int, name: str) -> Any:
-    import torch
+    torch = require("torch", "the model zoo")
     program = torch.onnx.export(module, args, dynamo=True, opset_version=opset,
                                 input_names=["input"], output_names=["output"])
     check(program is not None, f"model {name}: torch.onnx.export produced no ONNX program")

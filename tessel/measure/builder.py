@@ -1,4 +1,4 @@
-"""Builder: candidate programs -> compiled shared libraries, in a process pool, never raising.
+"""Builder: candidate programs -> compiled shared libraries, in build processes, never raising.
 
     builder = LocalBuilder(Target("host"))            # one build process per core
     builds = builder.build(candidates)                # one BuildResult per candidate, in order
@@ -7,14 +7,15 @@
 A build is `compact_buffers` + `generate_c` + `compile_shared` (as `tessel.build` does, minus
 loading). An illegal program (CodegenError, IR errors) becomes "invalid_schedule", a compiler
 failure "compile_error" with the compiler's message, and a build that overruns the per-candidate
-timeout "timeout" (the pool is then replaced, so a stuck build cannot block the next batch).
+timeout "timeout" (its process is then replaced, so a stuck build cannot block the next one).
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
+import select
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -22,12 +23,13 @@ from typing import Sequence
 from tessel.codegen.c import generate_c
 from tessel.codegen.compiler import CompileError, compile_shared
 from tessel.ir import PrimFunc
+from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.passes import compact_buffers
 from tessel.target import Target
 
 _MAX_MSG_CHARS = 6000
-_SLACK_S = 5.0  # process start-up and pickling on top of a build's own time limit
+_SLACK_S = 10.0  # process start-up and pickling on top of a build's own time limit
 
 
 @dataclass(frozen=True)
@@ -107,16 +109,14 @@ def build_source(source: str, params: tuple[ParamSpec, ...], target: Target, *,
     return BuildResult(artifact=Artifact(str(lib_path), source, params, secs))
 
 
-def _build_in_pool(func: PrimFunc, target: Target, cache_dir: str | None,
-                   timeout_s: float) -> BuildResult:
-    return build_artifact(func, target, cache_dir=cache_dir, timeout_s=timeout_s)
-
-
 class LocalBuilder:
-    """Builds candidates in a pool of `max_workers` spawned processes (default: one per core).
+    """Builds candidates in `max_workers` build processes (default: one per core).
 
-    `timeout_s` bounds each candidate's build (code generation + compiler); the compiler itself
-    is killed at that limit, and a build stuck in Python is abandoned with its pool."""
+    The processes (tessel.measure.build_worker) run ``python -m``, never the user's
+    ``__main__``, in sessions of their own; they die with this process and kill their
+    compilers when they stop. `timeout_s` bounds each candidate's build (code generation +
+    compiler): the compiler is killed at that limit, and a build stuck in Python a few seconds
+    later loses its process (a fresh one takes the next candidate)."""
 
     def __init__(self, target: Target | None = None, *, max_workers: int | None = None,
                  timeout_s: float = 60.0, cache_dir: str | Path | None = None) -> None:
@@ -128,52 +128,68 @@ class LocalBuilder:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
         self.cache_dir = str(cache_dir) if cache_dir is not None else None
-        self._pool: multiprocessing.pool.Pool | None = None
+        self._workers: list[WorkerProcess] = []
 
     def build(self, candidates: Sequence[MeasureCandidate]) -> list[BuildResult]:
         """One BuildResult per candidate, in order; never raises for a bad candidate."""
-        if not candidates:
-            return []
-        pool = self._ensure_pool()
-        args = (self.target, self.cache_dir, self.timeout_s)
+        if not self._workers:
+            self._workers = [WorkerProcess("tessel.measure.build_worker", label="build")
+                             for _ in range(self.max_workers)]
         start = time.perf_counter()
-        jobs = [pool.apply_async(_build_in_pool, (c.func, *args)) for c in candidates]
-        results, stuck = [], False
-        for index, job in enumerate(jobs):
-            # worst case, job `index` waits behind index // max_workers full-length builds
-            deadline = start + self.timeout_s * (index // self.max_workers + 1) + _SLACK_S
-            result = self._collect(job, deadline, start)
-            stuck = stuck or result is None
-            results.append(result or BuildResult(error=MeasureResult.error(
-                "timeout", f"build ran past its {self.timeout_s:g} s limit",
-                build_secs=time.perf_counter() - start)))
-        if stuck:
-            self.close()  # a stuck build process would block the next batch; start afresh
+        results: list[BuildResult | None] = [None] * len(candidates)
+        todo = deque(range(len(candidates)))
+        idle = list(self._workers)
+        busy: dict[int, tuple[WorkerProcess, int, float]] = {}  # fd -> (worker, index, deadline)
+        try:
+            while todo or busy:
+                while todo and idle:
+                    worker, index = idle.pop(), todo.popleft()
+                    failure = worker.send({"func": candidates[index].func, "target": self.target,
+                                           "cache_dir": self.cache_dir,
+                                           "timeout_s": self.timeout_s})
+                    if failure is not None:
+                        results[index] = self._failed(failure, start)
+                        idle.append(worker)
+                    else:
+                        deadline = time.monotonic() + self.timeout_s + _SLACK_S
+                        busy[worker.fileno()] = (worker, index, deadline)
+                idle += self._collect(busy, results, start)
+        except BaseException:
+            self.close()  # interrupted mid-batch: no build process keeps compiling
+            raise
         return results
 
-    def _collect(self, job: multiprocessing.pool.AsyncResult, deadline: float,
-                 start: float) -> BuildResult | None:
-        """The job's result, or None if it is not done by `deadline`."""
-        try:
-            return job.get(timeout=max(0.0, deadline - time.perf_counter()))
-        except multiprocessing.TimeoutError:
-            return None
-        except Exception as err:  # noqa: BLE001 - e.g. an unpicklable candidate
-            return BuildResult(error=MeasureResult.error(
-                "invalid_schedule", _clip(f"build failed: {type(err).__name__}: {err}"),
-                build_secs=time.perf_counter() - start))
+    def _collect(self, busy: dict, results: list, start: float) -> list[WorkerProcess]:
+        """Wait for the next replies (or the first deadline); return the workers now free."""
+        if not busy:
+            return []
+        first = min(deadline for _, _, deadline in busy.values())
+        ready, _, _ = select.select(list(busy), [], [], max(0.0, first - time.monotonic()))
+        now, freed = time.monotonic(), []
+        for fd in list(busy):
+            worker, index, deadline = busy[fd]
+            if fd not in ready and now < deadline:
+                continue
+            del busy[fd]
+            reply = worker.receive(deadline if fd in ready else now)
+            results[index] = reply if isinstance(reply, BuildResult) else self._failed(reply,
+                                                                                     start)
+            freed.append(worker)
+        return freed
 
-    def _ensure_pool(self) -> multiprocessing.pool.Pool:
-        if self._pool is None:
-            self._pool = multiprocessing.get_context("spawn").Pool(self.max_workers)
-        return self._pool
+    def _failed(self, reply: dict, start: float) -> BuildResult:
+        if reply.get("error") == "timeout":
+            kind, msg = "timeout", f"build ran past its {self.timeout_s:g} s limit"
+        else:
+            kind, msg = "invalid_schedule", f"build failed: {reply.get('msg', reply)}"
+        return BuildResult(error=MeasureResult.error(kind, _clip(msg),
+                                                     build_secs=time.perf_counter() - start))
 
     def close(self) -> None:
-        """Stop the build processes (a later build() starts new ones)."""
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        """Stop the build processes and their compilers (a later build() starts new ones)."""
+        for worker in self._workers:
+            worker.close()
+        self._workers = []
 
     def __enter__(self) -> "LocalBuilder":
         return self

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from tessel.extras import require
 from tessel.measure.builder import BuildResult, ParamSpec
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.measure.runner import References, check_batch, make_config, plan_job
@@ -104,7 +105,7 @@ def serve(scheduler: str, device: str, *, name: str | None = None) -> None:
     scheduler goes away or the process is stopped (the `tessel worker` command)."""
     import asyncio
 
-    from distributed import Worker
+    Worker = require("distributed", "tessel worker").Worker
 
     async def main() -> None:
         async with Worker(scheduler, nthreads=1, name=name,
@@ -127,7 +128,7 @@ class DaskRunner:
     def __init__(self, scheduler: Any, *, device: str, target: Target | None = None,
                  config: RunConfig | None = None, batch_timeout_s: float | None = None,
                  cache_dir: str | Path | None = None, **overrides: object) -> None:
-        from distributed import Client
+        Client = require("distributed", "DaskRunner").Client
         self._own_client = not isinstance(scheduler, Client)
         self.client = Client(scheduler, timeout="30s") if self._own_client else scheduler
         self.device = device

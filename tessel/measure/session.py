@@ -3,10 +3,11 @@
     session = DeviceSession("cpu")
     result = session.measure(job)       # a MeasureResult, never an exception
 
-`WorkerProcess` runs `python -m tessel.measure.worker` and talks to it over pipes. When a kernel
-crashes the process (segfault, abort) the request answers "runtime_error" with the signal and
-the process's last stderr; when it overruns its time limit the process is killed and the
-request answers "timeout". Either way the next request starts a fresh process. `DeviceLock`
+The session runs `python -m tessel.measure.worker` (a tessel.measure.process.WorkerProcess) and
+talks to it over pipes. When a kernel crashes the process (segfault, abort) the request answers
+"runtime_error" with the signal and the process's last stderr; when it overruns its time limit
+the process is killed and the request answers "timeout". Either way the next request starts a
+fresh process. `DeviceLock`
 (an flock on a per-device file) keeps measurements from other processes on this machine from
 running at the same time, since parallel measurements on one CPU corrupt the ranking.
 """
@@ -14,25 +15,19 @@ from __future__ import annotations
 
 import fcntl
 import os
-import pickle
 import re
-import select
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from tessel.measure.builder import ParamSpec
+from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureResult
-from tessel.measure.worker import REFERENCE_MISSING, write_message
+from tessel.measure.worker import REFERENCE_MISSING
 
-_STDERR_TAIL = 2000
 _START_TIMEOUT_S = 60.0
 
 
@@ -86,122 +81,6 @@ class MeasureJob:
     build_secs: float = 0.0
 
 
-class WorkerProcess:
-    """A `python -m tessel.measure.worker` child; `request` never raises."""
-
-    def __init__(self, recycle_after: int = 1000) -> None:
-        self.recycle_after = recycle_after  # fresh process now and then: loaded libs pile up
-        self.generation = 0  # bumped at every (re)start: the child's caches are gone then
-        self._proc: subprocess.Popen | None = None
-        self._stderr: Any = None
-        self._served = 0
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
-    def request(self, message: dict, timeout_s: float) -> dict:
-        """The worker's reply, or {"error": "runtime_error" | "timeout", "msg": ...}."""
-        if self._proc is None or self._proc.poll() is not None:
-            failure = self._restart()
-            if failure is not None:
-                return failure
-        self._served += 1
-        stderr_mark = self._stderr.seek(0, os.SEEK_END)
-        try:
-            write_message(self._proc.stdin, message)
-            reply = self._read_reply(time.monotonic() + timeout_s)
-        except (BrokenPipeError, EOFError):
-            return self._died(stderr_mark)
-        if reply is None:
-            self.close()
-            return {"error": "timeout", "msg": f"kernel did not finish within {timeout_s:g} s; "
-                                               "its measuring process was killed"}
-        return reply
-
-    def ensure(self) -> dict | None:
-        """Start the process if it is not running (or has served `recycle_after` requests);
-        an error reply if it cannot start."""
-        alive = self._proc is not None and self._proc.poll() is None
-        if not alive or self._served >= self.recycle_after:
-            return self._restart()
-        return None
-
-    def _restart(self) -> dict | None:
-        self.close()
-        self._stderr = tempfile.TemporaryFile()
-        cmd = [sys.executable, "-m", "tessel.measure.worker", str(os.getpid())]
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._stderr, start_new_session=True)
-        self.generation += 1
-        self._served = 0
-        try:
-            write_message(self._proc.stdin, {"op": "ping"})
-            if self._read_reply(time.monotonic() + _START_TIMEOUT_S) is not None:
-                return None
-        except (BrokenPipeError, EOFError):
-            pass
-        self.close()
-        return {"error": "runtime_error", "msg": "the measuring process failed to start"}
-
-    def _read_reply(self, deadline: float) -> dict | None:
-        """The next reply, or None at the deadline; EOFError if the process died."""
-        header = self._read_exact(8, deadline)
-        if header is None:
-            return None
-        body = self._read_exact(int.from_bytes(header, "little"), deadline + 10.0)
-        return None if body is None else pickle.loads(body)
-
-    def _read_exact(self, size: int, deadline: float) -> bytes | None:
-        fd, chunks, got = self._proc.stdout.fileno(), [], 0
-        while got < size:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, size - got)
-            if not chunk:
-                raise EOFError("measuring process closed its output")
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-
-    def _died(self, stderr_mark: int) -> dict:
-        try:
-            code = self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # closed its output but lives on: end it
-            os.killpg(self._proc.pid, signal.SIGKILL)
-            code = self._proc.wait()
-        how = f"signal {_signal_name(-code)}" if code < 0 else f"exit status {code}"
-        self._stderr.seek(stderr_mark)
-        tail = self._stderr.read().decode(errors="replace")[-_STDERR_TAIL:].strip()
-        self.close()
-        detail = f"; its stderr ended with:\n{tail}" if tail else ""
-        return {"error": "runtime_error",
-                "msg": f"the measuring process died ({how}) while running the kernel{detail}"}
-
-    def close(self) -> None:
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stdout):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-            self._proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
-
-
 class DeviceLock:
     """An exclusive lock on a device, shared by every process of this machine (flock)."""
 
@@ -230,7 +109,7 @@ class DeviceSession:
 
     def __init__(self, device: str = "cpu", *, lock: bool = True, recycle_after: int = 1000):
         self.device = device
-        self.process = WorkerProcess(recycle_after)
+        self.process = WorkerProcess("tessel.measure.worker", recycle_after, label="measuring")
         self._thread_lock = threading.Lock()
         self._device_lock = DeviceLock(device) if lock else None
         self._loaded: set[str] = set()
@@ -246,7 +125,7 @@ class DeviceSession:
 
     def _measure(self, job: MeasureJob) -> MeasureResult:
         start = time.perf_counter()
-        failure = self.process.ensure()
+        failure = self._ensure()
         if failure is not None:
             return MeasureResult.error(failure["error"], failure["msg"], build_secs=job.build_secs)
         config = {**asdict(job.config), "flush_bytes": job.flush_bytes}
@@ -256,6 +135,9 @@ class DeviceSession:
             reply = self.process.request({"op": "measure", "lib": job.lib_path,
                                           "params": params, "config": config, "check": check},
                                          job.config.timeout_s)
+            if reply.get("error") == "timeout":
+                reply["msg"] = (f"kernel did not finish within {job.config.timeout_s:g} s; "
+                                "its measuring process was killed")
             if reply.get("error") != REFERENCE_MISSING:
                 break
             self._loaded.discard(check["key"])
@@ -266,6 +148,22 @@ class DeviceSession:
             return MeasureResult.error(reply["error"], reply["msg"], build_secs=job.build_secs,
                                        run_secs=secs)
         return MeasureResult(tuple(reply["costs"]), build_secs=job.build_secs, run_secs=secs)
+
+    def _ensure(self) -> dict | None:
+        """Start the worker if it is not running (or is due for recycling) and wait for it to
+        answer; an error reply if it cannot start."""
+        generation = self.process.generation
+        if self.process.recycle_due:
+            self.process.close()
+        self.process.start()
+        if self.process.generation == generation:
+            return None
+        reply = self.process.request({"op": "ping"}, _START_TIMEOUT_S)
+        if "error" in reply:
+            self.process.close()
+            return {"error": "runtime_error",
+                    "msg": f"the measuring process failed to start: {reply['msg']}"}
+        return None
 
     def _reference(self, job: MeasureJob) -> dict | None:
         """The check to send with the job; loads the reference output into the worker first.
@@ -299,5 +197,4 @@ class DeviceSession:
             self._device_lock.close()
 
 
-__all__ = ["DeviceLock", "DeviceSession", "MeasureJob", "ReferenceJob", "RunConfig",
-           "WorkerProcess"]
+__all__ = ["DeviceLock", "DeviceSession", "MeasureJob", "ReferenceJob", "RunConfig"]

@@ -1,9 +1,10 @@
 """The measuring process: loads compiled kernels with ctypes, checks and times them.
 
-Started by `tessel.measure.runner.WorkerProcess` as `python -m tessel.measure.worker`; it reads
-length-prefixed pickled requests on stdin and answers on stdout (anything a kernel prints to
-stdout goes to stderr instead). A kernel that segfaults, aborts or hangs takes only this process
-down; the parent turns that into an error result and starts a new one.
+Started by `tessel.measure.session.DeviceSession` (a `tessel.measure.process.WorkerProcess`) as
+`python -m tessel.measure.worker`; it reads length-prefixed pickled requests on stdin and
+answers on stdout (tessel.measure.child: anything a kernel prints to stdout goes to stderr
+instead, and the process dies with its parent). A kernel that segfaults, aborts or hangs takes
+only this process down; the parent turns that into an error result and starts a new one.
 
 Requests (dicts, "op" says which):
     reference  run the unscheduled program once on seeded inputs; keep its outputs under "key"
@@ -15,16 +16,15 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import pickle
-import struct
 import sys
 import traceback
 from collections import OrderedDict
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
-_HEADER = struct.Struct("<Q")
+from tessel.measure.child import serve
+
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 _MAX_NUMBER = 2**31 - 1
@@ -61,23 +61,6 @@ class KernelFailure(Exception):
     def __init__(self, kind: str, msg: str) -> None:
         super().__init__(msg)
         self.kind = kind
-
-
-# ---- framing (shared with the parent) ----
-
-def write_message(stream: BinaryIO, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
-
-
-def read_message(stream: BinaryIO) -> Any | None:
-    """The next message, or None at end of input."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(header)
-    return pickle.loads(stream.read(size))
 
 
 # ---- arrays ----
@@ -259,26 +242,8 @@ def _flush_timer() -> Any:
     return lib, fn  # the function is valid only while its library is loaded
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Linux: get SIGKILL when the parent dies, so a hung kernel cannot outlive its runner."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def main() -> None:
-    if len(sys.argv) > 1:
-        _die_with_parent(int(sys.argv[1]))
-    requests = os.fdopen(os.dup(0), "rb")
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # whatever a kernel prints must not corrupt the reply stream
-    worker = Worker()
-    while (request := read_message(requests)) is not None:
-        write_message(replies, worker.handle(request))
+    serve(Worker().handle)
 
 
 if __name__ == "__main__":

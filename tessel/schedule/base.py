@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar
 from tessel.ir import Block, For, PrimFunc
 from tessel.schedule import tree
 from tessel.schedule.trace import (RV, BlockRV, Instruction, IntRV, LoopRV, ScheduleError,
-                                   Trace, check, is_sampling)
+                                   Trace, check)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -45,17 +45,22 @@ def make_space(spec: Any = "auto", target: Target | None = None) -> SearchSpace:
                                  "or pass rules, a function or a SearchSpace")
         return TemplateSpace(TEMPLATES[spec], spec)
     if _is_rule(spec):
-        return RuleSpace([spec])
+        return RuleSpace([_for_target(spec, target)])
     if isinstance(spec, (list, tuple)):
         check(len(spec) > 0, "an empty list is not a search space")
         if all(_is_rule(x) for x in spec):
-            return RuleSpace(list(spec))
+            return RuleSpace([_for_target(x, target) for x in spec])
         check(not any(_is_rule(x) for x in spec), "a list mixes schedule rules with spaces; "
               "put the rules in a list of their own")
         return UnionSpace([make_space(x, target) for x in spec])
     if callable(spec):
         return TemplateSpace(spec) if _arity(spec) == 2 else FunctionSpace(spec)
     raise SpaceError(f"cannot make a search space of {spec!r}")
+
+
+def _for_target(rule: Any, target: Target) -> Any:
+    """A rule with what it left to the target (MultiLevelTiling's lanes, registers) filled in."""
+    return rule.for_target(target) if isinstance(rule, MultiLevelTiling) else rule
 
 
 def _is_rule(x: Any) -> bool:

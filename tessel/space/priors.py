@@ -6,9 +6,13 @@ computed once), and a cost model cannot learn that from a handful of measurement
 search measures these first, as AutoTVM measures a template's fallback configuration: each
 design's tiling gets
 
-- the vector axis (the block's last tiled spatial loop): an innermost tile of 16 or 8 lanes;
-- the row axis (the spatial loop before it): as many rows as keep the accumulators within 12
-  vector registers of AVX2's 16; a cache tile of up to 4 x 2 register tiles;
+- the vector axis (the block's last tiled spatial loop): an innermost tile of two vectors or
+  one (32 or 16 float lanes with AVX-512, 16 or 8 with AVX2);
+- the row axis (the spatial loop before it): as many rows as keep the accumulators within
+  three quarters of the vector registers (Target.accumulator_registers: 12 of AVX2's 16, 24
+  of AVX-512's 32), and at most 12 (each row broadcasts from an address of its own: more
+  spill x86-64's general registers, and a 24 x 1-vector AVX-512 tile ran at half speed); a
+  cache tile of up to 4 x 2 register tiles;
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root.
@@ -27,7 +31,7 @@ from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError, Trace
 
 SPATIAL_LEVELS, REDUCE_LEVELS = 4, 2  # MultiLevelTiling's "SSRSRS"
-ACCUMULATORS = 12  # vector registers for the register tile (AVX2 has 16)
+MAX_ROWS = 12  # rows of a register tile: each broadcasts from its own address
 REDUCE_INNER = 256
 UNROLL = 16
 
@@ -56,10 +60,10 @@ def ranked_priors(space: Any, func: PrimFunc) -> list[tuple[Trace, dict[int, Any
     tiling = [r for r in getattr(space, "rules", ()) if isinstance(r, MultiLevelTiling)]
     if not tiling:
         return []
-    lanes = tiling[0].vector_lanes
+    lanes, accumulators = tiling[0].lanes, tiling[0].accumulators
     ranked = [(-_promise(design, decisions, lanes), k, design, decisions)
               for design in space.designs(func)
-              for k, decisions in enumerate(prior_decisions(design, lanes))]
+              for k, decisions in enumerate(prior_decisions(design, lanes, accumulators))]
     ranked.sort(key=lambda r: r[:2])  # stable: design order breaks ties
     best = ranked[0][0] if ranked else 0
     return [(design, decisions) for score, _, design, decisions in ranked if score <= best + 1]
@@ -78,8 +82,9 @@ def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
     return 4 * whole + 2 * local + packed
 
 
-def prior_decisions(design: Trace, lanes: int = 8) -> list[dict[int, Any]]:
-    """Decision sets for `design`: one per vector width (2 or 1 vectors) that fits its vector
+def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[int, Any]]:
+    """Decision sets for `design` on a target with `lanes` float32 lanes and `accumulators`
+    registers for the register tile: one per vector width (2 or 1 vectors) that fits its vector
     axis; none when the design tiles nothing."""
     tiles = [(site, math.prod(design.decisions[site]))
              for site in design.sampling_sites()
@@ -102,7 +107,7 @@ def prior_decisions(design: Trace, lanes: int = 8) -> list[dict[int, Any]]:
         decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
         if len(spatial) >= 2:
             row_site, row_extent = spatial[-2]
-            decisions[row_site] = _row_tile(row_extent, ACCUMULATORS // math.ceil(inner / lanes))
+            decisions[row_site] = _row_tile(row_extent, min(MAX_ROWS, accumulators // math.ceil(inner / lanes)))
         if decisions not in out:
             out.append(decisions)
     return out

@@ -21,7 +21,7 @@ RULES = {
 def default_rules(target: Target) -> list[ScheduleRule]:
     """The CPU rules of MetaSchedule, in its order."""
     return [AutoInline(), AddRFactor(cores=target.cores),
-            MultiLevelTiling(vector_lanes=target.vector_lanes("float32")),
+            MultiLevelTiling().for_target(target),
             ParallelizeVectorizeUnroll(cores=target.cores), RandomComputeLocation()]
 
 

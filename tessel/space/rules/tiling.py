@@ -9,8 +9,12 @@ reordered level by level. For matmul:
 Write-cache options fork the design: accumulate in place, or in a "local" buffer
 (cache_write) whose copy-out block runs at the end of S level 1 or 2 (reverse_compute_at),
 with an elementwise consumer (bias add, batch norm + ReLU) folded into the copy-out. The
-innermost spatial tile is at most max_innermost_factor (64: eight AVX2 vectors), so that
-ParallelizeVectorizeUnroll can vectorize it and the local tile can live in registers.
+innermost spatial tile is at most max_innermost_factor (64: eight AVX2 vectors, four AVX-512
+ones), so that ParallelizeVectorizeUnroll can vectorize it and the local tile can live in
+registers. `vector_lanes` and `accumulator_registers` describe the target (its float32
+Target.vector_lanes and Target.accumulator_registers; left None, the host's): the vector axis
+is chosen by the lanes, and the expert priors (tessel.space.priors) size register tiles from
+both.
 Extent-1 loops are left untiled, in place. When a read is indexed by the innermost spatial
 iter var (B in matmul), a sampled choice (block annotation meta_schedule.pack_read) asks the
 RewriteLayout postprocessor to pack it in panels of the final innermost tile (TVM's layout
@@ -25,13 +29,14 @@ NCHWc schedules of vendor libraries.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tessel import ir
 from tessel.ir import REDUCE, Block, BufferLoad
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import check
 from tessel.space.rules.base import has_data_reuse, is_reduction, simple_loops
+from tessel.target import Target
 
 WRITE_CACHE_SCOPE = "local"
 TILED = "meta_schedule.tiling_structure"  # block annotation: RandomComputeLocation skips it
@@ -46,15 +51,36 @@ class MultiLevelTiling:
     write_cache_levels: tuple[int, ...] = (2, 1)  # after which S level the copy-out runs
     allow_no_write_cache: bool = True
     pack_reads: bool = True
-    vector_lanes: int = 8  # float32 lanes of the target (8 for AVX2)
+    vector_lanes: int | None = None  # float32 lanes of the target (AVX2 8, AVX-512 16)
+    accumulator_registers: int | None = None  # registers a register tile holds (AVX2 12)
 
     def __post_init__(self) -> None:
         check(set(self.structure) <= {"S", "R"} and "S" in self.structure,
               f"MultiLevelTiling: structure {self.structure!r} must be made of S and R")
+        for key in ("vector_lanes", "accumulator_registers"):
+            value = getattr(self, key)
+            check(value is None or (isinstance(value, int) and value >= 1),
+                  f"MultiLevelTiling: {key} must be a positive int or None, got {value!r}")
         n_s = self.structure.count("S")
         check(all(1 <= lvl <= n_s for lvl in self.write_cache_levels),
               f"MultiLevelTiling: write_cache_levels {self.write_cache_levels} must be in "
               f"1..{n_s}")
+
+    @property
+    def lanes(self) -> int:
+        """float32 lanes of a vector: `vector_lanes`, or the host's."""
+        return self.vector_lanes or Target("host").vector_lanes("float32")
+
+    @property
+    def accumulators(self) -> int:
+        """Vector registers a register tile may hold: `accumulator_registers`, or the host's."""
+        return self.accumulator_registers or Target("host").accumulator_registers
+
+    def for_target(self, target: Target) -> MultiLevelTiling:
+        """This rule with the fields left None taken from `target`."""
+        return replace(self, vector_lanes=self.vector_lanes or target.vector_lanes("float32"),
+                       accumulator_registers=self.accumulator_registers
+                       or target.accumulator_registers)
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         node = sch.get(block)
@@ -82,10 +108,10 @@ class MultiLevelTiling:
             return []
         node = sch.get(block)
         spatial = [iv for iv in node.iter_vars if iv.kind != REDUCE]
-        if not spatial or spatial[-1].extent % self.vector_lanes == 0:
+        if not spatial or spatial[-1].extent % self.lanes == 0:
             return []
         return [iv.var for iv in spatial[:-1]
-                if iv.extent % self.vector_lanes == 0 and packable_read(node, iv.var) is not None]
+                if iv.extent % self.lanes == 0 and packable_read(node, iv.var) is not None]
 
     def tile(self, sch: Schedule, block: BlockRV, write_level: int | None,
              vector_var: ir.Var | None = None) -> list[list[LoopRV]]:

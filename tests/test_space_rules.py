@@ -107,6 +107,22 @@ def test_make_space_accepts_functions_rules_templates_and_unions():
         make_space([AutoInline(), "auto"])
 
 
+def test_multi_level_tiling_takes_lanes_and_registers_from_the_target():
+    avx2, avx512 = tessel.Target("x86_64-avx2"), tessel.Target("x86_64-avx512")
+    rule = MultiLevelTiling().for_target(avx512)
+    assert (rule.vector_lanes, rule.accumulator_registers) == (16, 24)
+    mine = MultiLevelTiling(vector_lanes=8)  # what the user set stays
+    (filled,) = make_space([mine], avx512).rules
+    assert (filled.vector_lanes, filled.accumulator_registers) == (8, 24)
+    (auto,) = [r for r in make_space("auto", avx2).rules if isinstance(r, MultiLevelTiling)]
+    assert (auto.lanes, auto.accumulators) == (8, 12)
+    host = tessel.Target("host")
+    assert (MultiLevelTiling().lanes, MultiLevelTiling().accumulators) == (
+        host.vector_lanes("float32"), host.accumulator_registers)
+    with pytest.raises(SpaceError, match="accumulator_registers must be a positive int"):
+        MultiLevelTiling(accumulator_registers=0)
+
+
 def test_postprocessing_rejects_invalid_programs():
     sch = tessel.Schedule(small("GMM"))
     i, j, k = sch.get_loops(sch.get_block("C"))

@@ -73,6 +73,26 @@ def test_vector_lanes():
     assert Target("aarch64-neon").vector_lanes("int32") == 4
 
 
+@pytest.mark.parametrize("name, registers, accumulators", [
+    ("x86_64-sse", 16, 12), ("x86_64-avx2", 16, 12), ("x86_64-avx512", 32, 24),
+    ("aarch64-neon", 32, 24),
+])
+def test_vector_registers_follow_the_isa(name, registers, accumulators):
+    target = Target(name)
+    assert target.vector_registers == registers
+    assert target.accumulator_registers == accumulators
+    assert Target(name, vector_registers=8).accumulator_registers == 6
+    assert Target.from_json(target.to_json()).vector_registers == registers
+
+
+def test_host_registers_match_its_features():
+    host = Target("host")
+    wide = host.has("avx512f") or host.arch == "aarch64"
+    assert host.vector_registers == (32 if wide else 16)
+    # derived from the ISA, like vector_bits: the fingerprint already names it
+    assert "vector_registers" not in host.fingerprint()
+
+
 @pytest.mark.parametrize("make, bad", [
     (lambda: Target("x86_64-avx3"), "x86_64-avx3"),
     (lambda: Target("x86_64-avx2").vector_lanes("float8"), "float8"),
@@ -80,6 +100,7 @@ def test_vector_lanes():
     (lambda: Target("host", cores=2.5), "got 2.5"),
     (lambda: Target("host", l2_bytes=-1), "l2_bytes must be a positive integer, got -1"),
     (lambda: Target("host", vector_bits=100), "got 100"),
+    (lambda: Target("host", vector_registers=0), "vector_registers must be a positive integer"),
     (lambda: Target("host", cflags="-O3 -march=native"), "-O3 -march=native"),
     (lambda: Target("host", compiler="no-such-cc-xyz"), "no-such-cc-xyz"),
     (lambda: Target("host", threads=4), "threads"),

@@ -92,3 +92,17 @@ def test_param_specs_describe_inputs_then_output():
                      ParamSpec("B", (7, 5), "float32", False),
                      ParamSpec("C", (3, 5), "float32", True))
     assert isinstance(Artifact("x.so", "", specs), Artifact)
+
+
+def test_c_past_the_source_budget_is_never_compiled(target, tmp_path):
+    """A candidate whose C passes max_source_chars is a compile_error at once; the same
+    candidate builds without the budget."""
+    cand = split_candidate(ops.matmul(16, 16, 16), 4)
+    with LocalBuilder(target, max_workers=1, cache_dir=tmp_path, max_source_chars=500) as b:
+        (small,) = b.build([cand])
+    assert small.error.error_kind == "compile_error"
+    assert "passed its budget of 500 characters" in small.error.error_msg
+    assert not list(tmp_path.rglob("*.so")) and not list(tmp_path.rglob("*.c"))
+    with LocalBuilder(target, max_workers=1, cache_dir=tmp_path, max_source_chars=None) as b:
+        (built,) = b.build([cand])
+    assert built.ok and len(built.artifact.source) > 500

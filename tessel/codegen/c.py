@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.codegen.c_expr import (  # noqa: F401 (CodegenError, float_literal: re-exported)
-    UNARY, CodegenError, ExprPrinter, Lin, Names, c_type, check, comment_text, float_literal,
-    helper_source, linear)
+    UNARY, CodegenError, ExprPrinter, Lin, Names, SourceTooLarge, c_type, check, comment_text,
+    float_literal, helper_source, linear)
 from tessel.codegen.reductions import vectorize_reductions
 from tessel.codegen.simd import (NotVectorizable, Slots, VectorLoops, unrolled_stores,
                                  vector_source)
@@ -73,8 +73,11 @@ class KernelWriter(VectorLoops):
     bounds; both decide vector accesses and register promotion.
     """
 
-    def __init__(self, func: PrimFunc, target: Target, names: Names) -> None:
+    def __init__(self, func: PrimFunc, target: Target, names: Names,
+                 max_chars: int | None = None) -> None:
         self.func, self.target, self.names = func, target, names
+        self.max_chars = max_chars  # budget of the kernel body (None: unlimited)
+        self.chars = 0
         self.expr = ExprPrinter(names, func.params, resolve=self.resolve)
         self.lines: list[str] = []
         self.depth = 1
@@ -93,7 +96,13 @@ class KernelWriter(VectorLoops):
         self.init_vectors()
 
     def emit(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+        line = "    " * self.depth + text
+        self.chars += len(line) + 1
+        if self.max_chars is not None and self.chars > self.max_chars:
+            raise SourceTooLarge(f"the generated C passed its budget of {self.max_chars:,} "
+                                 "characters (unrolled or lane-by-lane code this long takes "
+                                 "the compiler tens of seconds); not compiled")
+        self.lines.append(line)
 
     def emit_block(self, head: str, body, tail: str = "}") -> None:
         """`head {`, the lines `body()` emits one level deeper, `}`."""
@@ -113,7 +122,7 @@ class KernelWriter(VectorLoops):
     # -- trying: all mutable state, to roll back a probe or a failed vectorization --
 
     _PLAIN_STATE = ("depth", "parallel", "no_return", "unroll_max_step", "unroll_explicit",
-                    "fail_flag", "fail_pending")
+                    "fail_flag", "fail_pending", "chars")
 
     def snapshot(self) -> dict:
         state = {key: getattr(self, key) for key in self._PLAIN_STATE}
@@ -474,8 +483,9 @@ def _describe(buf: Buffer) -> str:
     return f"{comment_text(buf.name)} {buf.dtype}[{', '.join(map(str, buf.shape))}]"
 
 
-def generate_c(func: PrimFunc, target: Target) -> str:
-    """Render `func` as a C11 translation unit exporting tessel_entry and tessel_time."""
+def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None) -> str:
+    """Render `func` as a C11 translation unit exporting tessel_entry and tessel_time. With
+    `max_chars`, a kernel body longer than that raises SourceTooLarge as soon as it passes."""
     check(isinstance(func, PrimFunc), f"generate_c needs a PrimFunc, got {type(func).__name__}")
     check(len(set(map(id, func.params))) == len(func.params),
           f"function {func.name} lists a parameter buffer twice")
@@ -486,7 +496,7 @@ def generate_c(func: PrimFunc, target: Target) -> str:
     types = [t if p in outputs else "const " + t for t, p in zip(types, func.params)]
     params = [f"{t} restrict {names(p)}" for t, p in zip(types, func.params)]
     kernel = names.fresh(func.name)
-    writer = KernelWriter(func, target, names)
+    writer = KernelWriter(func, target, names, max_chars)
     body = writer.body_lines()
     casts = [f"({t})args[{k}]" for k, t in enumerate(types)]
     inputs = ", ".join(_describe(p) for p in func.params if p not in outputs) or "none"

@@ -48,6 +48,10 @@ class CodegenError(ValueError):
     """The program cannot be rendered to C (unsupported node, illegal nesting, unbound name)."""
 
 
+class SourceTooLarge(CodegenError):
+    """The C of a program passed the budget it was rendered with (generate_c's max_chars)."""
+
+
 def check(cond: bool, msg: str) -> None:
     if not cond:
         raise CodegenError(msg)

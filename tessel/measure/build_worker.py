@@ -5,7 +5,8 @@ never imports the user's ``__main__``. Told to stop (SIGTERM from `LocalBuilder.
 from the kernel when the tuner dies, through PR_SET_PDEATHSIG) it kills the compilers it is
 running, with their cc1/as/ld children, before it exits.
 
-Request: {"func": PrimFunc, "target": Target, "cache_dir": str | None, "timeout_s": float}.
+Request: {"func": PrimFunc, "target": Target, "cache_dir": str | None, "timeout_s": float,
+"max_source_chars": int | None}.
 Reply: a tessel.measure.builder.BuildResult.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ from tessel.measure.child import serve
 
 def handle(request: dict) -> Any:
     return build_artifact(request["func"], request["target"], cache_dir=request["cache_dir"],
-                          timeout_s=request["timeout_s"])
+                          timeout_s=request["timeout_s"],
+                          max_source_chars=request["max_source_chars"])
 
 
 def _stop(signum: int, frame: Any) -> None:

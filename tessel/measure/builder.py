@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tessel.codegen.c import generate_c
+from tessel.codegen.c import SourceTooLarge, generate_c
 from tessel.codegen.compiler import CompileError, compile_shared
 from tessel.ir import PrimFunc
 from tessel.measure.process import WorkerProcess
@@ -29,6 +29,12 @@ from tessel.passes import compact_buffers
 from tessel.target import Target
 
 _MAX_MSG_CHARS = 6000
+# A candidate's C beyond this is not compiled: random samples of the auto space that unroll
+# lane-by-lane code reached 4.8-14 MB, 8-45 s of code generation and a minute of gcc (a
+# GMM-128 sample: 4.8 MB, 68 s to build). The expert priors' kernels are 50-150 KB; the best
+# R18-C6 program of a 64-trial run was 2.4 MB (12.5 s to build), so the budget stays above
+# it (2026-11-23, Zen 4).
+MAX_SOURCE_CHARS = 4_000_000
 _SLACK_S = 10.0  # process start-up and pickling on top of a build's own time limit
 
 
@@ -79,12 +85,17 @@ def _clip(message: str) -> str:
 
 
 def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
-                   timeout_s: float = 60.0) -> BuildResult:
-    """Build one program in this process; every failure becomes an error result."""
+                   timeout_s: float = 60.0,
+                   max_source_chars: int | None = MAX_SOURCE_CHARS) -> BuildResult:
+    """Build one program in this process; every failure becomes an error result. C longer
+    than `max_source_chars` is a compile_error without running the compiler."""
     start = time.perf_counter()
     try:
-        source = generate_c(compact_buffers(func), target)
+        source = generate_c(compact_buffers(func), target, max_chars=max_source_chars)
         params = param_specs(func)
+    except SourceTooLarge as err:
+        return BuildResult(error=MeasureResult.error(
+            "compile_error", str(err), build_secs=time.perf_counter() - start))
     except Exception as err:  # noqa: BLE001 - any failure to lower is an illegal program
         detail = "".join(traceback.format_exception_only(type(err), err)).strip()
         return BuildResult(error=MeasureResult.error(
@@ -116,10 +127,12 @@ class LocalBuilder:
     ``__main__``, in sessions of their own; they die with this process and kill their
     compilers when they stop. `timeout_s` bounds each candidate's build (code generation +
     compiler): the compiler is killed at that limit, and a build stuck in Python a few seconds
-    later loses its process (a fresh one takes the next candidate)."""
+    later loses its process (a fresh one takes the next candidate). A candidate whose C
+    passes `max_source_chars` (None: no budget) is a compile_error, never compiled."""
 
     def __init__(self, target: Target | None = None, *, max_workers: int | None = None,
-                 timeout_s: float = 60.0, cache_dir: str | Path | None = None) -> None:
+                 timeout_s: float = 60.0, cache_dir: str | Path | None = None,
+                 max_source_chars: int | None = MAX_SOURCE_CHARS) -> None:
         self.target = target if target is not None else Target("host")
         self.max_workers = max_workers or _cores()
         if self.max_workers < 1:
@@ -128,6 +141,7 @@ class LocalBuilder:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
         self.cache_dir = str(cache_dir) if cache_dir is not None else None
+        self.max_source_chars = max_source_chars
         self._workers: list[WorkerProcess] = []
 
     def build(self, candidates: Sequence[MeasureCandidate]) -> list[BuildResult]:
@@ -146,7 +160,8 @@ class LocalBuilder:
                     worker, index = idle.pop(), todo.popleft()
                     failure = worker.send({"func": candidates[index].func, "target": self.target,
                                            "cache_dir": self.cache_dir,
-                                           "timeout_s": self.timeout_s})
+                                           "timeout_s": self.timeout_s,
+                                           "max_source_chars": self.max_source_chars})
                     if failure is not None:
                         results[index] = self._failed(failure, start)
                         idle.append(worker)

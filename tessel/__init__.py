@@ -6,6 +6,7 @@
     mod = tessel.build(func, tessel.Target("host"))
 """
 from tessel import ir, ops, te
+from tessel.errors import TesselError
 from tessel.codegen import CodegenError, CompileError, Module, build, generate_c
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError, Trace
@@ -15,7 +16,7 @@ from tessel.measure import (DaskRunner, LocalBuilder, LocalRunner, MeasureCandid
                             MeasureResult)
 
 __version__ = "0.1.0"
-__all__ = ["ir", "te", "ops", "build", "Module", "generate_c", "Target", "TargetError",
+__all__ = ["TesselError", "ir", "te", "ops", "build", "Module", "generate_c", "Target", "TargetError",
            "PrimFunc", "CodegenError", "CompileError", "Schedule", "ScheduleError", "Trace"]
 __all__ += ["Database", "DatabaseError", "TuningRecord", "LocalBuilder", "LocalRunner",
             "DaskRunner", "MeasureCandidate", "MeasureResult"]

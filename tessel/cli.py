@@ -13,6 +13,9 @@
     tessel tune-model MODEL --trials N
                                 tune every task of a model (task scheduler) into the database
     tessel run-model MODEL      compile a model with the database, check it, time it
+    tessel db check|recover|export|import ...
+                                check a record database, copy what is readable of a damaged
+                                one, or move records as JSON lines
     tessel worker --scheduler ADDRESS --device KEY
                                 join a Dask scheduler as the measuring worker of a device
 """
@@ -134,24 +137,32 @@ def make_parser() -> argparse.ArgumentParser:
                    help="device key; tuners use DaskRunner(address, device=KEY)")
     p.add_argument("--name", default=None, help="worker name shown by the scheduler")
     p.set_defaults(fn=cmd_worker)
-    from tessel import cli_model, cli_tune
+    from tessel import cli_db, cli_model, cli_tune
     cli_tune.add_commands(sub)
     cli_model.add_commands(sub)
+    cli_db.add_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a command; a missing optional package is one line and exit status 2, Ctrl-C 130."""
-    from tessel.extras import MissingExtra
+    """Run a command. tessel's own errors (bad input, an unusable file, a missing optional
+    package: every TesselError) are one line on stderr and exit status 2; Ctrl-C is 130."""
+    from tessel.errors import TesselError
     args = make_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except MissingExtra as err:
-        print(f"tessel {args.command}: {err}", file=sys.stderr)
+    except TesselError as err:
+        print(f"tessel {args.command}: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"tessel {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(err: Exception) -> str:
+    """The message's first line, and how many more there are (a compiler's output, say)."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    return lines[0] + (f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else "")
 
 
 if __name__ == "__main__":

@@ -122,10 +122,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub) -> None:
-    from tessel.cli_tune import _guarded
     p = sub.add_parser("tasks", help="the fused kernels and tuning tasks of a model")
     _model_args(p)
-    p.set_defaults(fn=_guarded(cmd_tasks))
+    p.set_defaults(fn=cmd_tasks)
     p = sub.add_parser("tune-model", help="tune every task of a model into the database")
     _model_args(p)
     p.add_argument("--trials", type=int, default=256, help="measurements in all (default 256)")
@@ -133,11 +132,11 @@ def add_commands(sub) -> None:
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="xgb")
     p.add_argument("--batch-size", type=int, default=16)
-    p.set_defaults(fn=_guarded(cmd_tune_model))
+    p.set_defaults(fn=cmd_tune_model)
     p = sub.add_parser("run-model", help="compile a model with the database, check and time it")
     _model_args(p)
     p.add_argument("--repeat", type=int, default=10)
-    p.set_defaults(fn=_guarded(cmd_run_model))
+    p.set_defaults(fn=cmd_run_model)
 
 
 __all__ = ["add_commands", "load_graph"]

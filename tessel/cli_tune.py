@@ -9,13 +9,16 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from typing import Any
+
+from tessel.errors import TesselError
 
 DEFAULT_DB = "tessel.db"
 
 
-class CliError(ValueError):
+class CliError(TesselError, ValueError):
     """A command line that names no workload, an unknown op, a malformed shape or attribute."""
 
 
@@ -33,8 +36,20 @@ def workload_from_args(args: argparse.Namespace):
     if args.op not in ops.FACTORIES:
         raise CliError(f"unknown operator {args.op!r}; known: {', '.join(sorted(ops.FACTORIES))}")
     shape = _ints(args.shape, "--shape") if args.shape else []
-    func = ops.FACTORIES[args.op](*shape, **_attrs(args.attrs))
-    return func, f"{args.op}[{args.shape or ''}]"
+    factory = ops.FACTORIES[args.op]
+    try:
+        inspect.signature(factory).bind(*shape, **_attrs(args.attrs))
+    except TypeError as err:
+        raise CliError(f"{args.op}{_signature(factory)}: {err} (--shape gives the positional "
+                       "sizes, --attrs the keywords)") from None
+    return factory(*shape, **_attrs(args.attrs)), f"{args.op}[{args.shape or ''}]"
+
+
+def _signature(factory) -> str:
+    """'(M, N, K, dtype=float32, out_dtype=None)' for a message."""
+    params = inspect.signature(factory).parameters.values()
+    return "(" + ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default}"
+                           for p in params) + ")"
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -90,8 +105,10 @@ def cmd_best(args: argparse.Namespace) -> int:
     from tessel.database import Database
     from tessel.space import default_postprocs, final_func
     func, label = workload_from_args(args)
+    _existing(args.db)
     target = tessel.Target("host")
-    top = Database(args.db).top_k(func, target, k=1)
+    with Database(args.db) as db:
+        top = db.top_k(func, target, k=1)
     if not top or top[0].trace_json is None:
         print(f"{label}: {args.db} holds no valid record for {target}; run `tessel tune` first",
               file=sys.stderr)
@@ -110,16 +127,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tessel import report
     from tessel.database import Database
     func, label = workload_from_args(args)
+    out = report.image_path(args.out) if args.out else None  # a bad --out before any work
+    _existing(args.db)
     target = tessel.Target("host")
-    records = Database(args.db).records(func, target)
+    with Database(args.db) as db:
+        records = db.records(func, target)
     if not records:
         print(f"{label}: {args.db} holds no records for {target}", file=sys.stderr)
         return 1
     curves = report.curves_from_records(records, tessel.Task(func, target).flops)
     print(report.table(curves))
-    if args.out:
-        print(f"saved {report.plot(curves, args.out, title=f'{label} on {target}')}")
+    if out is not None:
+        print(f"saved {report.plot(curves, out, title=f'{label} on {target}')}")
     return 0
+
+
+def _existing(db: str) -> None:
+    """Reading commands never create a database (a typo would leave an empty file)."""
+    from pathlib import Path
+    if not Path(db).exists():
+        raise CliError(f"no database {db}; run `tessel tune` first, or name one with --db")
 
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:
@@ -145,27 +172,11 @@ def add_commands(sub) -> None:
     p.add_argument("--runner", choices=("local", "dask"), default="local")
     p.add_argument("--scheduler", help="Dask scheduler address (with --runner dask)")
     p.add_argument("--device", help="device key of the Dask pool (with --runner dask)")
-    p.set_defaults(fn=_guarded(cmd_tune))
+    p.set_defaults(fn=cmd_tune)
     p = sub.add_parser("best", help="the best record of a workload, its trace and program")
     add_workload_args(p)
-    p.set_defaults(fn=_guarded(cmd_best))
+    p.set_defaults(fn=cmd_best)
     p = sub.add_parser("report", help="tuning curves of a workload: table and PNG")
     add_workload_args(p)
     p.add_argument("--out", help="save the curves to this PNG file")
-    p.set_defaults(fn=_guarded(cmd_report))
-
-
-def _guarded(fn):
-    """Turn bad command-line input into a one-line error and exit status 2."""
-    def run(args: argparse.Namespace) -> int:
-        from tessel.database import DatabaseError
-        from tessel.ops import OpError
-        from tessel.space import SpaceError
-        from tessel.graph import GraphError
-        from tessel.tune import TuneError
-        try:
-            return fn(args)
-        except (CliError, OpError, SpaceError, TuneError, DatabaseError, GraphError) as err:
-            print(f"tessel {args.command}: {err}", file=sys.stderr)
-            return 2
-    return run
+    p.set_defaults(fn=cmd_report)

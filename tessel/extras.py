@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from tessel.errors import TesselError
+
 # top-level module -> (extra, what the package is called)
 EXTRAS = {
     "torch": ("torch", "PyTorch"),
@@ -25,7 +27,7 @@ EXTRAS = {
 }
 
 
-class MissingExtra(ImportError):
+class MissingExtra(TesselError, ImportError):
     """An optional feature was asked for without the package its extra installs."""
 
 

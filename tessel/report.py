@@ -11,7 +11,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tessel.errors import TesselError
 from tessel.extras import require
+
+
+class ReportError(TesselError, ValueError):
+    """A plot asked to go where it cannot."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,9 @@ def table(curves: dict[str, Curve]) -> str:
 
 def plot(curves: dict[str, Curve], path: str | Path, title: str = "",
          reference: tuple[str, float] | None = None) -> Path:
-    """Save the curves (and an optional horizontal reference line, e.g. ("numpy", 180.0))."""
+    """Save the curves (and an optional horizontal reference line, e.g. ("numpy", 180.0)) as
+    an image; a path without a suffix gets ".png". Returns the path written."""
+    path = image_path(path)
     require("matplotlib", "plotting tuning curves").use("Agg")
     plt = require("matplotlib.pyplot", "plotting tuning curves")
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -80,7 +87,28 @@ def plot(curves: dict[str, Curve], path: str | Path, title: str = "",
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as err:
+        raise ReportError(f"cannot write {path}: {err.strerror or err}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+_IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def image_path(path: str | Path) -> Path:
+    """Where an image asked for as `path` goes: ReportError for a directory, a missing
+    directory or a suffix no plot is written as; ".png" added when there is none."""
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    if path.is_dir():
+        raise ReportError(f"{path} is a directory; give a file name, e.g. {path / 'curves.png'}")
+    if not path.parent.is_dir():
+        raise ReportError(f"the directory {path.parent} does not exist")
+    if not path.suffix:
+        return path.with_suffix(".png")
+    if path.suffix.lower() not in _IMAGE_SUFFIXES:
+        raise ReportError(f"{path}: plots are written as {', '.join(_IMAGE_SUFFIXES)}")
     return path

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tessel.errors import TesselError
 
-class TargetError(ValueError):
+
+class TargetError(TesselError, ValueError):
     """An unknown target, a bad field value or a failed probe of the host or compiler."""
 
 

@@ -9,11 +9,12 @@ import functools
 from dataclasses import dataclass
 
 from tessel import ops
+from tessel.errors import TesselError
 from tessel.ir import PrimFunc, structural_hash
 from tessel.target import Target
 
 
-class TaskError(ValueError):
+class TaskError(TesselError, ValueError):
     """A task that cannot be tuned: not a PrimFunc, a non-positive weight, no name."""
 
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from tessel import ir
+from tessel.errors import TesselError
 from tessel.ir import Buffer, Expr, IRError, Var
 from tessel.ir.expr import ExprLike
 
 
-class TEError(ValueError):
+class TEError(TesselError, ValueError):
     """A tensor expression is malformed (bad shape, stray reduction, missing argument)."""
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import signal
 import sys
@@ -32,7 +33,8 @@ from typing import Any
 
 from tessel import cost_model as cost_models
 from tessel.codegen import Module, build
-from tessel.database import Database
+from tessel.database import Database, DatabaseError
+from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.measure import LocalBuilder, LocalRunner, MeasureResult
 from tessel.progress import TuneProgress
@@ -43,7 +45,7 @@ from tessel.target import Target
 from tessel.task import Task
 
 
-class TuneError(ValueError):
+class TuneError(TesselError, ValueError):
     """Bad tuning arguments, or (strict mode) nothing tuned for a workload."""
 
 
@@ -319,8 +321,36 @@ def _measure(run: _Run, batch: Sequence[Proposal], commit: bool = True) -> list[
     cands = [p.candidate(run.task.workload) for p in batch]
     results = run.runner.run(cands, run.builder.build(cands))
     if commit:
-        run.db.commit_results(run.task.target, cands, results, run=run.label)
+        try:
+            run.db.commit_results(run.task.target, cands, results, run=run.label)
+        except DatabaseError as err:
+            saved = _save_batch(run, cands, results)
+            raise TuneError(f"{err}. The batch just measured ({len(cands)} records) is in "
+                            f"{saved}: `tessel db import` adds it to a sound database") from None
     return results
+
+
+def _save_batch(run: _Run, cands: Sequence[Any], results: Sequence[MeasureResult]) -> Path:
+    """Write a measured batch the database refused to a JSON-lines file beside it (or in the
+    temporary directory), so no measurement is lost."""
+    from tessel.database import TuningRecord
+    from tessel.database.jsonl import write_lines
+    from tessel.ir import structural_hash
+    from tessel.ir.serialize import to_json
+    task, stamp = run.task, time.strftime("%Y%m%d-%H%M%S")
+    key, target_key = structural_hash(task.workload), task.target.fingerprint_hash()
+    records = [TuningRecord.from_measurement(key, target_key, c, r, run.label)
+               for c, r in zip(cands, results)]
+    workload = (key, task.workload.name, to_json(task.workload))
+    target = (target_key, str(task.target), json.dumps(task.target.fingerprint()))
+    for folder in (run.db.path.parent, Path(tempfile.gettempdir())):
+        path = folder / f"{run.db.path.name}.unsaved-{stamp}.jsonl"
+        try:
+            write_lines(path, [workload], [target], records)
+            return path
+        except (DatabaseError, OSError):
+            continue
+    raise TuneError(f"the batch just measured could not be saved anywhere ({run.db.path})")
 
 
 def _record(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> bool:

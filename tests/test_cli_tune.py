@@ -40,6 +40,7 @@ def test_bad_command_lines_are_named(argv, message, capsys, tmp_path):
 
 def test_best_and_report_on_an_empty_database(tmp_path, capsys):
     db = str(tmp_path / "r.db")
+    Database(db).close()
     assert main(["best", "GMM", "--db", db]) == 1
     assert "holds no valid record" in capsys.readouterr().err
     assert main(["report", "GMM", "--db", db]) == 1

@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Mapping, Union
 from tessel.arith import bound, canon, intset, rewrite
 from tessel.arith.bound import INF, Interval
 from tessel.arith.canonical import Atom, Sum
+from tessel.errors import TesselError
 from tessel.ir import Expr, IntImm, Range, Var, convert, is_int
 from tessel.ir.visitor import free_vars
 
@@ -27,7 +28,7 @@ RangeLike = Union[Range, int, Expr]
 _GC_LIMIT = 200_000
 
 
-class ArithError(ValueError):
+class ArithError(TesselError, ValueError):
     """An arithmetic query was malformed (bad range, unbounded region without a shape)."""
 
 

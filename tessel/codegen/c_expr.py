@@ -14,6 +14,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from tessel.errors import TesselError
 from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
                        Select, Var, collect, is_float)
 
@@ -44,7 +45,7 @@ _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf
 _NARROW_INTS = ("int8", "uint8", "int16")
 
 
-class CodegenError(ValueError):
+class CodegenError(TesselError, ValueError):
     """The program cannot be rendered to C (unsupported node, illegal nesting, unbound name)."""
 
 

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tessel.errors import TesselError
 from tessel.target import Target
 
 _CACHE_FORMAT = "tessel-compile-v1"  # bump when the command line shape below changes
@@ -26,7 +27,7 @@ _MAX_SOURCE_LINES = 60  # sources longer than this are shown as excerpts in erro
 _MAX_STDERR_CHARS = 8000
 
 
-class CompileError(RuntimeError):
+class CompileError(TesselError, RuntimeError):
     """The C compiler failed or timed out; ``source`` and ``stderr`` hold what it was given/said."""
 
     def __init__(self, message: str, *, source: str = "", stderr: str = "") -> None:

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tessel.errors import TesselError
 from tessel.ir import PrimFunc, structural_hash
 from tessel.measure import MeasureCandidate, MeasureResult
 
@@ -33,7 +34,7 @@ FORMAT = "tessel.cost_model/1"
 _keys: "weakref.WeakKeyDictionary[PrimFunc, str]" = weakref.WeakKeyDictionary()
 
 
-class CostModelError(ValueError):
+class CostModelError(TesselError, ValueError):
     """A cost model was misused: mismatched inputs, no data, a missing optional package."""
 
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.target import Target
@@ -15,7 +16,7 @@ RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_k
                   "build_secs, run_secs, timestamp, run")  # the order of TuningRecord.row()
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(TesselError, RuntimeError):
     """The file is not a usable tessel database, or a record or import is malformed."""
 
 

@@ -10,8 +10,13 @@ The file is in WAL mode with a busy timeout, and every write is one short transa
 several tuning processes can share it and a killed process loses at most the batch it had not
 committed. A record belongs to a workload (structural hash, names ignored) and a target
 fingerprint (`Target.fingerprint_hash`: ISA, CPU model, cores, compiler): queries for one
-target never return records measured on another. A file that is not a tessel database (or of
-another schema version) raises DatabaseError and is left untouched.
+target never return records measured on another, and a stored fingerprint that differs from
+the target's (an edited or damaged file) is refused, not trusted by its key. A file that is not
+a tessel database (or of another schema version) raises DatabaseError and is left untouched.
+
+An existing file gets SQLite's quick integrity check when it is opened; a damaged one (and any
+later read or write that finds damage) raises DatabaseError naming the file and the way out:
+`tessel db recover DAMAGED.db NEW.db` (tessel.database.recover) copies every readable record.
 """
 from __future__ import annotations
 
@@ -57,32 +62,79 @@ def _target_description(target: Target) -> str:
     return f"{target.cpu_model}; {target}"
 
 
-class Database:
-    """SQLite store of workloads and tuning records; safe for several processes at once."""
+_DAMAGE = ("malformed", "not a database", "corrupt", "disk i/o error")
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
+
+def recover_hint(path: Path) -> str:
+    return (f"`tessel db recover {path} NEW.db` copies every readable record to a new file "
+            "(`tessel db check` lists the damage)")
+
+
+class Database:
+    """SQLite store of workloads and tuning records; safe for several processes at once.
+
+    With `check_integrity` (the default), an existing file is checked (SQLite's quick_check)
+    when opened, and a damaged one is refused."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0,
+                 check_integrity: bool = True) -> None:
         self.path = Path(path).expanduser()
+        self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
-        self._check_file()
+        self._verified: set[str] = set()  # target keys whose stored fingerprint was compared
+        existed = self._check_file()
+        self._conn = None
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s,
                                          isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            if existed and check_integrity:
+                self._quick_check()
             self._open_schema()
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as err:
-            raise DatabaseError(f"cannot open {self.path} as a tessel database: {err}") from err
+        except (sqlite3.Error, DatabaseError) as err:
+            if self._conn is not None:
+                self._conn.close()  # no -wal/-shm files left beside a refused file
+            if isinstance(err, DatabaseError):
+                raise
+            raise self._sql_error(err, "open") from None
 
-    def _check_file(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def _check_file(self) -> bool:
+        """Whether the file exists with content; DatabaseError if it is not a database."""
         check(not self.path.is_dir(), f"{self.path} is a directory, not a database file")
+        blocking = next((p for p in self.path.parents if p.exists() and not p.is_dir()), None)
+        check(blocking is None, f"cannot create the directory of {self.path}: {blocking} is a "
+                                "file, not a directory")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise DatabaseError(f"cannot create the directory of {self.path}: "
+                                f"{err.strerror or err}") from None
         if self.path.exists() and self.path.stat().st_size > 0:
             with open(self.path, "rb") as file:
                 magic = file.read(len(_SQLITE_MAGIC))
             check(magic == _SQLITE_MAGIC, f"{self.path} is not a tessel database (not an SQLite "
                                            "file); it was left untouched")
+            return True
+        return False
+
+    def _quick_check(self) -> None:
+        problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(3)")]
+        check(problems == ["ok"], f"{self.path} is damaged ({problems[0]}"
+                                  f"{'; and more' if len(problems) > 1 else ''}); "
+                                  f"{recover_hint(self.path)}")
+
+    def _sql_error(self, err: sqlite3.Error, doing: str) -> DatabaseError:
+        """One DatabaseError for an SQLite failure: damage, a lock held too long, or else."""
+        text = str(err)
+        if any(word in text.lower() for word in _DAMAGE):
+            return DatabaseError(f"{self.path} is damaged ({text}); {recover_hint(self.path)}")
+        if "locked" in text or "busy" in text:
+            return DatabaseError(f"{self.path} stayed locked by another process for "
+                                 f"{self.busy_timeout_s:g} s ({doing}: {text})")
+        return DatabaseError(f"cannot {doing} {self.path}: {text}")
 
     def _open_schema(self) -> None:
         tables = {r[0] for r in self._conn.execute(
@@ -102,18 +154,52 @@ class Database:
     def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run `body` in one IMMEDIATE transaction (all or nothing)."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                out = body(self._conn)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    out = body(self._conn)
+                except BaseException:
+                    self._rollback()
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                self._rollback()
+                raise self._sql_error(err, "write to") from None
             return out
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
-            return self._conn.execute(sql, tuple(args)).fetchall()
+            try:
+                return self._conn.execute(sql, tuple(args)).fetchall()
+            except sqlite3.Error as err:
+                raise self._sql_error(err, "read") from None
+
+    def _verify_target(self, target: Target | str | None) -> None:
+        """Refuse a target key whose stored fingerprint is not `target`'s own: its records were
+        measured elsewhere, whatever the key says (an edited or damaged file)."""
+        if not isinstance(target, Target):
+            return
+        key = target.fingerprint_hash()
+        if key in self._verified:
+            return
+        rows = self._read("SELECT fingerprint_json FROM targets WHERE key = ?", (key,))
+        if rows:
+            try:
+                stored = json.loads(rows[0][0])
+            except ValueError:
+                stored = rows[0][0]
+            check(stored == json.loads(json.dumps(target.fingerprint())),
+                  f"{self.path}: the records under this target's key {key} say they were "
+                  f"measured on {_describe(stored)}, not on {target} ({target.cpu_model}); "
+                  "the file was edited or is damaged, and they are not used")
+        self._verified.add(key)
 
     # ---- writing ----
 
@@ -140,6 +226,7 @@ class Database:
         labels the tuning run that measured it."""
         check(len(candidates) == len(results),
                f"{len(candidates)} candidates but {len(results)} results")
+        self._verify_target(target)
         target_key = target.fingerprint_hash()
         funcs = {id(c.workload): c.workload for c in candidates}
         keys = {i: structural_hash(f) for i, f in funcs.items()}
@@ -160,6 +247,7 @@ class Database:
               k: int = 1) -> list[TuningRecord]:
         """The k fastest successful records (the best of each distinct trace/knobs), on this
         target only."""
+        self._verify_target(target)
         rows = self._read(
             f"SELECT {RECORD_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
             "trace_json, knobs_json ORDER BY mean_secs, id) AS rank FROM records WHERE "
@@ -171,12 +259,14 @@ class Database:
     def records(self, workload: PrimFunc | str,
                 target: Target | str | None = None) -> list[TuningRecord]:
         """Every record of a workload (on `target`, if given), errors included, oldest first."""
+        self._verify_target(target)
         where, args = _filters(workload, target)
         rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records{where} ORDER BY id", args)
         return [TuningRecord.from_row(r) for r in rows]
 
     def count(self, workload: PrimFunc | str | None = None,
               target: Target | str | None = None) -> int:
+        self._verify_target(target)
         where, args = _filters(workload, target)
         return self._read(f"SELECT COUNT(*) FROM records{where}", args)[0][0]
 
@@ -198,18 +288,21 @@ class Database:
     def export_jsonl(self, path: str | Path) -> int:
         """Write workloads, targets and records as JSON lines; return the number of records."""
         with self._lock:
-            return export_lines(self._conn, Path(path))
+            try:
+                return export_lines(self._conn, Path(path))
+            except sqlite3.Error as err:
+                raise self._sql_error(err, "read") from None
 
-    def import_jsonl(self, path: str | Path) -> int:
+    def import_jsonl(self, path: str | Path) -> "Imported":
         """Read JSON lines written by export_jsonl (in one transaction); return how many
-        records were new."""
+        records were new (an int; `.read` says how many the file held)."""
         workloads, targets, rows = parse_lines(Path(path))
 
         def body(c: sqlite3.Connection) -> int:
             c.executemany("INSERT OR IGNORE INTO workloads VALUES (?, ?, ?)", workloads)
             c.executemany("INSERT OR IGNORE INTO targets VALUES (?, ?, ?)", targets)
             return _insert_records(c, rows)
-        return self._write(body)
+        return Imported(self._write(body), read=len(rows))
 
     def close(self) -> None:
         with self._lock:
@@ -220,6 +313,22 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Imported(int):
+    """How many records an import added; `read`: how many the file held."""
+
+    def __new__(cls, new: int, read: int) -> "Imported":
+        out = super().__new__(cls, new)
+        out.read = read
+        return out
+
+
+def _describe(fingerprint: Any) -> str:
+    if isinstance(fingerprint, dict):
+        return (f"{fingerprint.get('cpu_model', '?')} ({fingerprint.get('arch', '?')}, "
+                f"{fingerprint.get('cores', '?')} cores)")
+    return repr(fingerprint)[:80]
 
 
 def _filters(workload: PrimFunc | str | None, target: Target | str | None) -> tuple[str, list]:
@@ -270,4 +379,4 @@ def _mean(row: tuple) -> float | None:
     return None if row[5] is not None or not costs else sum(costs) / len(costs)
 
 
-__all__ = ["Database", "FORMAT", "SCHEMA_VERSION"]
+__all__ = ["Database", "FORMAT", "Imported", "SCHEMA_VERSION", "recover_hint"]

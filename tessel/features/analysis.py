@@ -25,6 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
+from tessel.errors import TesselError
 from tessel.ir import BinOp, Cast, Expr, FloatImm, IntImm, Var
 
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
@@ -38,7 +39,7 @@ OP_INDEX = {k: i for i, k in enumerate(OP_KINDS)}
 _CACHE_LIMIT = 200_000
 
 
-class FeatureError(ValueError):
+class FeatureError(TesselError, ValueError):
     """A program or candidate cannot be featurized (e.g. knob features without knobs)."""
 
 

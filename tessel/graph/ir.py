@@ -20,8 +20,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from tessel.errors import TesselError
 
-class GraphError(ValueError):
+
+class GraphError(TesselError, ValueError):
     """A model that tessel cannot represent: an unsupported operator, a shape that does not
     fit, a dynamic dimension, a dangling value."""
 

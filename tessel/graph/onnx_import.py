@@ -17,10 +17,12 @@ This module is the driver (inputs, constant folding, dispatch, outputs); the con
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
 from tessel.graph import onnx_fold
@@ -32,13 +34,30 @@ from tessel.graph.onnx_fold import FOLD
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
               input_shapes: dict[str, tuple] | None = None, name: str | None = None) -> Graph:
     """Translate an ONNX model (a proto or a file path) into a tessel `Graph`."""
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(os.fspath(model))
+    proto = model if isinstance(model, onnx.ModelProto) else load_file(model)
     importer = Importer(proto, name)
     importer.add_inputs(dict(input_shapes or {}))
     for node in proto.graph.node:
         importer.convert(node)
     importer.set_outputs()
     return importer.graph
+
+
+def load_file(path: str | os.PathLike) -> onnx.ModelProto:
+    """The model in an .onnx file; GraphError when the file is missing, empty, not ONNX or
+    holds no graph."""
+    path = Path(path)
+    check(path.is_file(), f"no such ONNX file: {path}")
+    check(path.stat().st_size > 0, f"{path} is empty: not an ONNX model")
+    try:
+        proto = onnx.load(os.fspath(path))
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise GraphError(f"{path} is not an ONNX model (it does not parse as one: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__}; "
+                         "cut short or another format?)") from None
+    check(len(proto.graph.node) > 0 or len(proto.graph.output) > 0,
+          f"{path} holds no ONNX graph (no nodes, no outputs): not a model file?")
+    return proto
 
 
 class Importer:

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from tessel.errors import TesselError
+
 if TYPE_CHECKING:
     from tessel.ir.buffer import Buffer
 
@@ -22,7 +24,7 @@ DTYPE_BITS = {
 INDEX_DTYPE = "int32"
 
 
-class IRError(TypeError):
+class IRError(TesselError, TypeError):
     """An IR node was built from operands that do not fit together."""
 
 

@@ -9,9 +9,10 @@ import inspect
 from typing import Any, Callable, Sequence
 
 from tessel import ir, te
+from tessel.errors import TesselError
 
 
-class OpError(ValueError):
+class OpError(TesselError, ValueError):
     """An operator factory was given arguments that describe no valid computation."""
 
 

@@ -13,13 +13,15 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from tessel.errors import TesselError
+
 if TYPE_CHECKING:
     from tessel.schedule.schedule import Schedule
 
 FORMAT = "tessel.trace/1"
 
 
-class ScheduleError(ValueError):
+class ScheduleError(TesselError, ValueError):
     """A primitive was used where it is not legal, or a trace does not fit a program."""
 
 

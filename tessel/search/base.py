@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tessel.errors import TesselError
 from tessel.ir import PrimFunc, structural_hash
 from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace
@@ -35,7 +36,7 @@ MAX_SAMPLE_TRIES = 8  # per wanted sample, before a strategy calls the space exh
 MUTATOR_PROBS = {"tile_size": 0.9, "compute_location": 0.05, "unroll": 0.03, "parallel": 0.02}
 
 
-class SearchError(ValueError):
+class SearchError(TesselError, ValueError):
     """A strategy that cannot run: unknown name, a space it does not support, bad settings."""
 
 

@@ -17,6 +17,7 @@ import random
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
+from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.ir.structural import structural_hash
 from tessel.schedule import Schedule, ScheduleError, Trace
@@ -24,7 +25,7 @@ from tessel.schedule import Schedule, ScheduleError, Trace
 MAX_SAMPLE_TRIES = 16  # random draws per sample() before giving up
 
 
-class SpaceError(ValueError):
+class SpaceError(TesselError, ValueError):
     """A search space is malformed or does not fit a workload; the message says which part."""
 
 

@@ -90,9 +90,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"{label}: no valid program found in {args.trials} trials", file=sys.stderr)
         return 130 if result.interrupted else 1
     new = len(result.history)
-    print(f"{label}: best {result.best_gflops:.1f} GFLOP/s ({result.best_seconds * 1e3:.4f} ms) "
-          f"after {result.trials_before + new} trials ({new} new) on {target}; records in "
-          f"{args.db}")
+    again = result.remeasured_seconds
+    timed = f"; re-measured {again * 1e3:.4f} ms" if again == again else ""  # nan: not
+    print(f"{label}: best {result.best_gflops:.1f} GFLOP/s ({result.best_seconds * 1e3:.4f} ms"
+          f"{timed}) after {result.trials_before + new} trials ({new} new) on {target}; "
+          f"records in {args.db}")
     if result.interrupted:
         print(f"tessel tune: interrupted; every measured trial is stored in {args.db}, and "
               "the same command resumes", file=sys.stderr)

@@ -34,6 +34,14 @@ class TuneProgress:
         self.bar.set_postfix_str(self.status(), refresh=False)
         self.bar.update(len(results))
 
+    def others(self, count: int, best_secs: float) -> None:
+        """Trials other runs sharing the database committed: they count, but not toward this
+        run's rate."""
+        if count:
+            self.best_secs = min(self.best_secs, best_secs)
+            self.bar.set_postfix_str(self.status(), refresh=False)
+            self.bar.update(count)
+
     def refresh(self) -> None:
         """Show the status again (the task scheduler's total changed after an update)."""
         self.bar.set_postfix_str(self.status())

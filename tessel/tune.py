@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import json
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from tessel.measure import LocalBuilder, LocalRunner, MeasureResult
 from tessel.progress import TuneProgress
 from tessel.schedule import Schedule, ScheduleError, Trace
 from tessel.search import MODEL_BASED, Proposal, SearchStrategy, make_strategy
+from tessel.search.base import program_key
 from tessel.space import SpaceError, default_postprocs, final_func, make_space
 from tessel.target import Target
 from tessel.task import Task
@@ -69,6 +71,7 @@ class TuneResult:
     module: Module | None = None
     trials_before: int = 0
     interrupted: bool = False  # stopped by Ctrl-C after committing the batch in flight
+    remeasured_seconds: float = math.nan  # the winner timed again at the end (nan: not)
 
     @property
     def best_gflops(self) -> float:
@@ -89,6 +92,7 @@ class _Run:
     done: int = 0
     last_gain: int = 0  # trial count at the last improvement
     resumed: list[float] = field(default_factory=list)  # stored records' seconds, oldest first
+    last_id: int = 0  # the database's last record of this task this run has taken in
 
 
 def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
@@ -233,7 +237,9 @@ def _setup(task: Task, space: Any, strategy: Any, cost_model: Any, database: Any
     db = _open_database(database)
     builder = builder if builder is not None else LocalBuilder(task.target)
     runner = runner if runner is not None else LocalRunner(task.target)
-    label = f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    # unique among runs sharing the database: two runs started in one second differ by pid
+    label = (f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')} "
+             f"#{os.getpid()}")
     return _Run(task, search, model, db, builder, runner, label)
 
 
@@ -254,7 +260,17 @@ def _open_database(database: Any) -> Database:
 
 def _resume(run: _Run) -> int:
     """Feed the records already stored to the strategy and the model; return their count."""
-    records = run.db.records(run.task.workload, run.task.target)
+    run.last_id, records = run.db.new_records(run.task.workload, run.task.target)
+    _take_in(run, records)
+    run.done = run.last_gain = len(records)
+    run.resumed = [r.mean_secs for r in records]
+    run.best_seconds = min(run.resumed, default=math.inf)
+    return run.done
+
+
+def _take_in(run: _Run, records: Sequence[Any]) -> None:
+    """Tell the strategy and the model about stored records (replayed; a trace that no longer
+    replays is skipped)."""
     proposals, results = [], []
     for record in records:
         trace = record.trace()
@@ -265,10 +281,18 @@ def _resume(run: _Run) -> int:
     if proposals:
         run.strategy.tell(proposals, results)
         _update_model(run, proposals, results)
-    run.done = run.last_gain = len(records)
-    run.resumed = [r.mean_secs for r in records]
-    run.best_seconds = min(run.resumed, default=math.inf)
-    return run.done
+
+
+def _sync(run: _Run) -> int:
+    """Take in what other runs sharing the database committed for this task since this run
+    last looked: they count toward the budget and are never proposed again. Returns how many."""
+    run.last_id, records = run.db.new_records(run.task.workload, run.task.target, run.last_id)
+    others = [r for r in records if r.run != run.label]
+    _take_in(run, others)
+    run.done += len(others)
+    run.best_seconds = min([run.best_seconds, *(r.mean_secs for r in others
+                                                if not r.result().disturbed)])
+    return len(others)
 
 
 @contextlib.contextmanager
@@ -299,17 +323,30 @@ def _stop_on_interrupt():
 def _loop(run: _Run, trials: int, batch_size: int, early: int | None, bar: TuneProgress,
           stop: threading.Event) -> None:
     while run.done < trials and not stop.is_set():
-        if not _round(run, min(batch_size, trials - run.done), bar):
+        if not _round(run, min(batch_size, trials - run.done), bar, budget=trials):
             break  # nothing new left in the space
         if early is not None and run.done - run.last_gain >= early:
             break
 
 
-def _round(run: _Run, n: int, bar: TuneProgress) -> bool:
-    """Measure one batch of up to n new programs; False when the strategy has none left."""
+def _round(run: _Run, n: int, bar: TuneProgress, budget: int | None = None) -> bool:
+    """Measure one batch of up to n new programs (and no more than `budget` trials of the
+    task in all); False when the strategy has none left. Programs another run sharing the
+    database measures or has measured are left to it."""
+    bar.others(_sync(run), run.best_seconds)
+    if budget is not None:
+        n = min(n, budget - run.done)
+        if n <= 0:
+            return True
     batch = run.strategy.ask(n)
     if not batch:
         return False
+    granted = run.db.claim(run.task.workload, run.task.target,
+                           [program_key(p) for p in batch], run.label)
+    run.strategy.skip([p for p, ok in zip(batch, granted) if not ok])
+    batch = [p for p, ok in zip(batch, granted) if ok]
+    if not batch:
+        return True
     results = _measure(run, batch)
     if _record(run, batch, results):
         run.last_gain = run.done
@@ -322,7 +359,8 @@ def _measure(run: _Run, batch: Sequence[Proposal], commit: bool = True) -> list[
     results = run.runner.run(cands, run.builder.build(cands))
     if commit:
         try:
-            run.db.commit_results(run.task.target, cands, results, run=run.label)
+            run.db.commit_results(run.task.target, cands, results, run=run.label,
+                                  programs=[program_key(p) for p in batch])
         except DatabaseError as err:
             saved = _save_batch(run, cands, results)
             raise TuneError(f"{err}. The batch just measured ({len(cands)} records) is in "
@@ -372,7 +410,9 @@ def _update_model(run: _Run, batch: Sequence[Proposal], results: Sequence[Measur
 
 
 def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -> TuneResult:
-    """Measure the best few again; the best re-measured one wins. Build it."""
+    """Measure the database's best few again; the best re-measured one wins (a lucky stored
+    time does not). Its time is the database's (`best_seconds`), the re-measure beside it
+    (`remeasured_seconds`): both runs of a shared database report the same records. Build it."""
     task = run.task
     top = [(r, run.strategy.replay(r.trace())) for r in
            run.db.top_k(task.workload, task.target, k=max(1, rerun_top)) if r.trace_json]
@@ -380,17 +420,16 @@ def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -
     if not top:
         return TuneResult(task, math.inf, None, task.workload, run.history, None, before,
                           interrupted)
+    again, i = [math.nan], 0
     if rerun_top > 1 and len(top) > 1:
-        again = _measure(run, [p for _, p in top], commit=False)  # not new trials
-        scored = [(res.mean_secs if res.ok else math.inf, i) for i, res in enumerate(again)]
-        best_secs, i = min(scored)
-    else:
-        best_secs, i = top[0][0].mean_secs, 0
-    if not math.isfinite(best_secs):  # every re-measurement failed: keep the stored best
-        best_secs, i = top[0][0].mean_secs, 0
-    best = top[i][1]
-    return TuneResult(task, best_secs, best.trace, best.func, run.history,
-                      build(best.func, task.target), before, interrupted)
+        results = _measure(run, [p for _, p in top], commit=False)  # not new trials
+        again = [r.mean_secs if r.ok and not r.disturbed else math.inf for r in results]
+        if math.isfinite(min(again)):  # else every re-measurement failed: the stored best
+            i = again.index(min(again))
+    record, best = top[i]
+    return TuneResult(task, record.mean_secs, best.trace, best.func, run.history,
+                      build(best.func, task.target), before, interrupted,
+                      again[i] if math.isfinite(again[i]) else math.nan)
 
 
 def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,

@@ -201,3 +201,43 @@ def test_writer_killed_mid_run_leaves_every_committed_batch(tmp_path):
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
+
+
+def test_a_schema_2_database_is_migrated_in_place_and_keeps_its_records(tmp_path):
+    """A database written before flags and claims existed (schema 2) opens, gains them, and
+    keeps every record (with the digest it had, so a re-import adds nothing)."""
+    func = ops.matmul(5, 6, 7)
+    cands, results = measured_batch(func)
+    path = tmp_path / "old.db"
+    with Database(path) as db:
+        db.commit_results(HOST, cands, results)
+        db.export_jsonl(tmp_path / "old.jsonl")
+    with sqlite3.connect(path) as conn:  # back to schema 2
+        conn.execute("DROP TABLE claims")
+        conn.execute("ALTER TABLE records DROP COLUMN flags")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
+    conn.close()
+    with Database(path) as db:
+        assert db.count(func, HOST) == 4 and db.top_k(func, HOST, k=1)[0].flags == ""
+        assert db.import_jsonl(tmp_path / "old.jsonl") == 0
+        assert db.claim(func, HOST, ["p1"], "run a") == [True]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("3",)
+    conn.close()
+
+
+def test_claims_give_each_program_to_one_live_run(tmp_path):
+    func = ops.matmul(5, 6, 7)
+    with Database(tmp_path / "r.db") as db:
+        assert db.claim(func, HOST, ["a", "b"], "run 1") == [True, True]
+        assert db.claim(func, HOST, ["a", "c"], "run 2") == [False, True]
+        assert db.claim(func, HOST, ["a"], "run 1") == [True]  # its own claim
+        cands, results = measured_batch(func)
+        db.commit_results(HOST, cands[:1], results[:1], run="run 1", programs=["a"])
+        assert db.claim(func, HOST, ["a"], "run 1") == [False]  # measured: for good
+        with sqlite3.connect(tmp_path / "r.db") as conn:  # run 2's process is gone
+            conn.execute("UPDATE claims SET pid = 999999999 WHERE program = 'c'")
+        conn.close()
+        assert db.claim(func, HOST, ["c"], "run 3") == [True]
+        last, records = db.new_records(func, HOST)
+        assert len(records) == 1 and db.new_records(func, HOST, last) == (last, [])

@@ -129,3 +129,38 @@ def test_closing_a_builder_kills_the_compiler_it_waits_for(tmp_path):
         (build,) = builder.build([split_candidate(ops.matmul(4, 4, 4), 2)])
         assert build.error.error_kind == "timeout"
     assert wait_until(lambda: not marked(mark), 5.0), marked(mark)
+
+
+def test_two_runs_on_one_database_measure_no_program_twice(tmp_path):
+    """Both draw the same random programs (same seed): claims give each program to one run,
+    each takes in what the other committed, the budget is shared, labels differ, and each
+    reports a time the database holds."""
+    import re
+
+    from tessel import Schedule, Target, ops
+    from tessel.database import Database
+    from tessel.ir import structural_hash
+    from tessel.space import default_postprocs, final_func
+    db = tmp_path / "shared.db"
+    argv = [sys.executable, "-m", "tessel.cli", "tune", "GMM", "--trials", "24", "--batch-size",
+            "4", "--strategy", "random", "--seed", "0", "--db", str(db)]
+    procs = [start(argv, uuid.uuid4().hex, tmp_path) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-2000:]
+    host, func = Target("host"), ops.SUITE["GMM"]
+    with Database(db) as database:
+        stored = database.records(func, host)
+        top = database.top_k(func, host, k=3)
+    posts = default_postprocs(host)
+    programs = [structural_hash(final_func(r.trace().apply(Schedule(func)), posts))
+                for r in stored]
+    assert len(programs) == len(set(programs)), "a program was measured twice"
+    assert 24 <= len(stored) <= 28  # the budget is shared (a batch in flight may overshoot)
+    labels = {r.run for r in stored}
+    assert len(labels) == 2 and all(len([r for r in stored if r.run == label]) >= 4
+                                    for label in labels)
+    stored_ms = {f"{r.mean_secs * 1e3:.4f}" for r in top}
+    for out, _ in outputs:
+        reported = re.search(r"best [\d.]+ GFLOP/s \(([\d.]+) ms", out).group(1)
+        assert reported in stored_ms, (reported, stored_ms)

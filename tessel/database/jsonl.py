@@ -82,7 +82,8 @@ def _record_line(r: TuningRecord) -> dict:
     values = (r.workload_key, r.target_key, r.trace_json,
               list(r.knobs) if r.knobs is not None else None, list(r.costs), r.error_kind,
               r.error_msg, r.build_secs, r.run_secs, r.timestamp)
-    return {"type": "record", **dict(zip(_RECORD_FIELDS, values)), "run": r.run}
+    line = {"type": "record", **dict(zip(_RECORD_FIELDS, values)), "run": r.run}
+    return {**line, "flags": r.flags} if r.flags else line
 
 
 def parse_lines(path: Path) -> tuple[list[tuple], list[tuple], list[tuple]]:
@@ -159,7 +160,7 @@ def _parse(obj: dict, path: Path, number: int, workloads: list, targets: list,
             w, t, trace, knobs, costs, ek, em, b, r, ts = (obj[f] for f in _RECORD_FIELDS)
             knobs = tuple(knobs) if knobs is not None else None
             record = TuningRecord(w, t, trace, knobs, tuple(costs), ek, em, b, r, ts,
-                                  str(obj.get("run", "")))
+                                  str(obj.get("run", "")), str(obj.get("flags", "")))
             record.result()  # ValueError on an unknown error kind or a success without costs
             records.append(record.row())
         else:

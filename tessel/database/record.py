@@ -13,7 +13,7 @@ from tessel.target import Target
 
 
 RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_kind, error_msg, "
-                  "build_secs, run_secs, timestamp, run")  # the order of TuningRecord.row()
+                  "build_secs, run_secs, timestamp, run, flags")  # the order of TuningRecord.row()
 
 
 class DatabaseError(TesselError, RuntimeError):
@@ -45,6 +45,7 @@ class TuningRecord:
     run_secs: float = 0.0
     timestamp: float = 0.0
     run: str = ""  # the tuning run that made it (a label, for tuning curves)
+    flags: str = ""  # comma-separated: what the runner noticed ("disturbed": a busy machine)
 
     @classmethod
     def from_measurement(cls, workload_key: str, target: Target | str,
@@ -54,7 +55,7 @@ class TuningRecord:
         knobs = tuple(candidate.knobs) if candidate.knobs is not None else None
         return cls(workload_key, target_key(target), trace, knobs, tuple(result.costs),
                    result.error_kind, result.error_msg, result.build_secs, result.run_secs,
-                   result.timestamp, run)
+                   result.timestamp, run, ",".join(result.flags))
 
     @property
     def ok(self) -> bool:
@@ -66,7 +67,8 @@ class TuningRecord:
 
     def result(self) -> MeasureResult:
         return MeasureResult(self.costs, self.error_kind, self.error_msg, self.build_secs,
-                             self.run_secs, self.timestamp)
+                             self.run_secs, self.timestamp,
+                             tuple(f for f in self.flags.split(",") if f))
 
     def trace(self) -> Any:
         """The tessel.Trace that made the candidate (None for a hand-written program)."""
@@ -77,13 +79,15 @@ class TuningRecord:
         knobs = json.dumps(list(self.knobs)) if self.knobs is not None else None
         return (self.workload_key, self.target_key, self.trace_json, knobs,
                 json.dumps(list(self.costs)), self.error_kind, self.error_msg,
-                float(self.build_secs), float(self.run_secs), float(self.timestamp), self.run)
+                float(self.build_secs), float(self.run_secs), float(self.timestamp), self.run,
+                self.flags)
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> "TuningRecord":
-        workload, target, trace, knobs, costs, kind, msg, build, run, stamp, label = row
+        workload, target, trace, knobs, costs, kind, msg, build, run, stamp, label, flags = row
         return cls(workload, target, trace, tuple(json.loads(knobs)) if knobs else None,
-                   tuple(json.loads(costs)), kind, msg, build, run, stamp, label or "")
+                   tuple(json.loads(costs)), kind, msg, build, run, stamp, label or "",
+                   flags or "")
 
 
 def target_key(target: Target | str) -> str:
@@ -92,8 +96,9 @@ def target_key(target: Target | str) -> str:
 
 
 def record_digest(row: tuple) -> str:
-    """Identity of a record row (TuningRecord.row()): duplicates are skipped on insert."""
-    return hashlib.sha256(json.dumps(row).encode()).hexdigest()
+    """Identity of a record row (TuningRecord.row()): duplicates are skipped on insert. A row
+    without flags hashes as before flags existed, so old records keep their identity."""
+    return hashlib.sha256(json.dumps(row if row[-1] else row[:-1]).encode()).hexdigest()
 
 
 __all__ = ["RECORD_COLUMNS", "DatabaseError", "TuningRecord", "Workload", "check", "record_digest",

@@ -21,8 +21,11 @@ later read or write that finds damage) raises DatabaseError naming the file and 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -36,7 +39,8 @@ from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.target import Target
 
 FORMAT = "tessel.database"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+CLAIM_TTL_S = 3600.0  # a claim not committed after this long is taken over (its run hung)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,9 +53,20 @@ CREATE TABLE IF NOT EXISTS records (
     workload TEXT NOT NULL REFERENCES workloads(key), target TEXT NOT NULL,
     trace_json TEXT, knobs_json TEXT, costs_json TEXT NOT NULL, mean_secs REAL,
     error_kind TEXT, error_msg TEXT NOT NULL, build_secs REAL NOT NULL,
-    run_secs REAL NOT NULL, timestamp REAL NOT NULL, run TEXT NOT NULL DEFAULT '');
+    run_secs REAL NOT NULL, timestamp REAL NOT NULL, run TEXT NOT NULL DEFAULT '',
+    flags TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS records_by_speed ON records (workload, target, mean_secs);
+CREATE TABLE IF NOT EXISTS claims (
+    workload TEXT NOT NULL, target TEXT NOT NULL, program TEXT NOT NULL, run TEXT NOT NULL,
+    pid INTEGER NOT NULL, host TEXT NOT NULL, claimed_at REAL NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (workload, target, program));
 """
+# schema version -> the statements that bring a database of that version to the next one
+_MIGRATIONS = {2: ("ALTER TABLE records ADD COLUMN flags TEXT NOT NULL DEFAULT ''",
+                   "CREATE TABLE IF NOT EXISTS claims (workload TEXT NOT NULL, target TEXT NOT "
+                   "NULL, program TEXT NOT NULL, run TEXT NOT NULL, pid INTEGER NOT NULL, host "
+                   "TEXT NOT NULL, claimed_at REAL NOT NULL, done INTEGER NOT NULL DEFAULT 0, "
+                   "PRIMARY KEY (workload, target, program))")}
 
 
 def _workload_key(workload: PrimFunc | str) -> str:
@@ -147,9 +162,13 @@ class Database:
         meta = dict(self._conn.execute("SELECT key, value FROM meta"))
         check(meta.get("format") == FORMAT,
                f"{self.path} is not a tessel database (format {meta.get('format')!r})")
-        check(meta.get("version") == str(SCHEMA_VERSION),
-               f"{self.path} has tessel database schema version {meta.get('version')}, but this "
-               f"tessel reads version {SCHEMA_VERSION}")
+        version = int(meta["version"]) if str(meta.get("version", "")).isdigit() else None
+        check(version is not None and version <= SCHEMA_VERSION and
+              (version == SCHEMA_VERSION or version in _MIGRATIONS),
+              f"{self.path} has tessel database schema version {meta.get('version')}, but this "
+              f"tessel reads version {SCHEMA_VERSION}")
+        if version < SCHEMA_VERSION:
+            self._write(lambda c: _migrate(c, version))
 
     def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run `body` in one IMMEDIATE transaction (all or nothing)."""
@@ -221,9 +240,11 @@ class Database:
         return self._write(lambda c: _insert_records(c, rows))
 
     def commit_results(self, target: Target, candidates: Sequence[MeasureCandidate],
-                       results: Sequence[MeasureResult], run: str = "") -> list[TuningRecord]:
+                       results: Sequence[MeasureResult], run: str = "",
+                       programs: Sequence[str] | None = None) -> list[TuningRecord]:
         """Store a measured batch (workloads, target and records) in one transaction; `run`
-        labels the tuning run that measured it."""
+        labels the tuning run that measured it. `programs` (the candidates' structural
+        hashes, as claimed) are marked measured, for good."""
         check(len(candidates) == len(results),
                f"{len(candidates)} candidates but {len(results)} results")
         self._verify_target(target)
@@ -233,11 +254,16 @@ class Database:
         records = [TuningRecord.from_measurement(keys[id(c.workload)], target_key, c, r, run)
                    for c, r in zip(candidates, results)]
 
+        done = [(keys[id(c.workload)], target_key, program, run, os.getpid(),
+                 socket.gethostname(), time.time())
+                for c, program in zip(candidates, programs or ())]
+
         def body(c: sqlite3.Connection) -> None:
             _insert_target(c, target_key, target)
             for i, func in funcs.items():
                 _insert_workload(c, keys[i], func.name, func_to_json(func))
             _insert_records(c, [r.row() for r in records])
+            c.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 1)", done)
         self._write(body)
         return records
 
@@ -246,12 +272,14 @@ class Database:
     def top_k(self, workload: PrimFunc | str, target: Target | str,
               k: int = 1) -> list[TuningRecord]:
         """The k fastest successful records (the best of each distinct trace/knobs), on this
-        target only."""
+        target only; measurements the runner flagged as disturbed (a busy machine) are not
+        among them."""
         self._verify_target(target)
         rows = self._read(
             f"SELECT {RECORD_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
             "trace_json, knobs_json ORDER BY mean_secs, id) AS rank FROM records WHERE "
-            "workload = ? AND target = ? AND error_kind IS NULL) WHERE rank = 1 "
+            "workload = ? AND target = ? AND error_kind IS NULL AND "
+            "instr(flags, 'disturbed') = 0) WHERE rank = 1 "
             "ORDER BY mean_secs, id LIMIT ?",
             (_workload_key(workload), target_key(target), int(k)))
         return [TuningRecord.from_row(r) for r in rows]
@@ -263,6 +291,41 @@ class Database:
         where, args = _filters(workload, target)
         rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records{where} ORDER BY id", args)
         return [TuningRecord.from_row(r) for r in rows]
+
+    def new_records(self, workload: PrimFunc | str, target: Target | str,
+                    after: int = 0) -> tuple[int, list[TuningRecord]]:
+        """(the last id, the records of `workload` on `target` stored after id `after`, oldest
+        first): what other runs sharing the file committed since a run last looked."""
+        self._verify_target(target)
+        where, args = _filters(workload, target)
+        rows = self._read(f"SELECT id, {RECORD_COLUMNS} FROM records{where} AND id > ? "
+                          "ORDER BY id", [*args, int(after)])
+        last = rows[-1][0] if rows else int(after)
+        return last, [TuningRecord.from_row(r[1:]) for r in rows]
+
+    def claim(self, workload: PrimFunc | str, target: Target, programs: Sequence[str],
+              run: str) -> list[bool]:
+        """Claim programs (structural hashes of scheduled programs) of a workload for `run` to
+        measure; True for each granted: one no run has measured, and no other live run is
+        measuring (a claim of a process that is gone, or older than CLAIM_TTL_S, is taken
+        over). Runs sharing the file so never measure a program twice."""
+        self._verify_target(target)
+        keys = (_workload_key(workload), target_key(target))
+        me = (run, os.getpid(), socket.gethostname(), time.time())
+
+        def body(c: sqlite3.Connection) -> list[bool]:
+            granted = []
+            for program in programs:
+                held = c.execute("SELECT run, pid, host, claimed_at, done FROM claims WHERE "
+                                 "workload = ? AND target = ? AND program = ?",
+                                 (*keys, program)).fetchone()
+                ok = held is None or (not held[4] and (held[0] == run or _stale(*held[1:4])))
+                if ok:
+                    c.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                              (*keys, program, *me))
+                granted.append(ok)
+            return granted
+        return self._write(body)
 
     def count(self, workload: PrimFunc | str | None = None,
               target: Target | str | None = None) -> int:
@@ -324,6 +387,21 @@ class Imported(int):
         return out
 
 
+def _stale(pid: int, host: str, claimed_at: float) -> bool:
+    """A claim nobody will commit: its process is gone (this host), or it is too old."""
+    if time.time() - claimed_at > CLAIM_TTL_S:
+        return True
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 def _describe(fingerprint: Any) -> str:
     if isinstance(fingerprint, dict):
         return (f"{fingerprint.get('cpu_model', '?')} ({fingerprint.get('arch', '?')}, "
@@ -351,6 +429,17 @@ def _insert_target(c: sqlite3.Connection, key: str, target: Target) -> None:
               (key, _target_description(target), json.dumps(target.fingerprint())))
 
 
+def _migrate(c: sqlite3.Connection, version: int) -> None:
+    """Bring a database of an older schema version to this one (in the caller's transaction;
+    another process may have done it meanwhile)."""
+    now = int(c.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0])
+    while now < SCHEMA_VERSION:
+        for statement in _MIGRATIONS[now]:
+            c.execute(statement)
+        now += 1
+    c.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+
+
 def _create_schema(c: sqlite3.Connection) -> None:
     for statement in filter(str.strip, _SCHEMA.split(";")):
         c.execute(statement)
@@ -369,7 +458,7 @@ def _insert_records(c: sqlite3.Connection, rows: Sequence[tuple]) -> int:
     before = c.total_changes
     c.executemany(
         f"INSERT OR IGNORE INTO records (digest, {RECORD_COLUMNS}, mean_secs) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(record_digest(row), *row, _mean(row)) for row in rows])
     return c.total_changes - before
 

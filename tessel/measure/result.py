@@ -40,6 +40,7 @@ class MeasureResult:
     build_secs: float = 0.0
     run_secs: float = 0.0
     timestamp: float = field(default_factory=time.time)
+    flags: tuple[str, ...] = ()  # what the runner noticed, e.g. ("disturbed",): a busy machine
 
     def __post_init__(self) -> None:
         if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
@@ -50,6 +51,11 @@ class MeasureResult:
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+    @property
+    def disturbed(self) -> bool:
+        """The runner saw the machine busy while it timed this (its costs are not trusted)."""
+        return "disturbed" in self.flags
 
     @property
     def mean_secs(self) -> float:

@@ -78,6 +78,10 @@ class SearchStrategy(ABC):
             self.seen.add(program_key(sch))
             self.measured.append((sch, res.mean_secs))
 
+    def skip(self, batch: Sequence[Proposal]) -> None:
+        """Never propose these (another run sharing the database measures them)."""
+        self.seen.update(program_key(p) for p in batch)
+
     def warm_start(self, records: Iterable[tuple[Trace, float]]) -> int:
         """Take (trace, seconds) pairs measured before (e.g. from the database); traces that
         no longer replay are skipped. Returns how many were taken."""

@@ -20,6 +20,7 @@ class TuneProgress:
         """`latency`, for many tasks: a function giving the weighted total of their bests,
         shown instead of one task's best GFLOP/s."""
         self.flops, self.best_secs, self.errors = flops, float("inf"), Counter()
+        self.busy = Counter()  # "remeasured" / "disturbed": timings others got in the way of
         self.latency = latency
         self.start, self.new = time.perf_counter(), 0
         self.bar = tqdm(total=total, initial=min(done, total), desc=label, unit="trial",
@@ -30,6 +31,7 @@ class TuneProgress:
     def update(self, results: Sequence[MeasureResult], best_secs: float) -> None:
         self.best_secs = min(self.best_secs, best_secs)
         self.errors.update(r.error_kind for r in results if not r.ok)
+        self.busy.update(f for r in results for f in r.flags if f in ("remeasured", "disturbed"))
         self.new += len(results)
         self.bar.set_postfix_str(self.status(), refresh=False)
         self.bar.update(len(results))
@@ -58,7 +60,11 @@ class TuneProgress:
         else:
             best = "no valid result yet"
         errors = ", ".join(f"{n} {kind}" for kind, n in sorted(self.errors.items())) or "none"
-        return f"{best} | {rate:.1f} trials/min | errors: {errors}"
+        busy = ""
+        if self.busy:
+            busy = (f" | machine busy: {self.busy['remeasured']} re-timed, "
+                    f"{self.busy['disturbed']} not trusted")
+        return f"{best} | {rate:.1f} trials/min | errors: {errors}{busy}"
 
     def close(self) -> None:
         self.bar.close()

@@ -397,7 +397,7 @@ def _record(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResul
     _update_model(run, batch, results)
     improved = False
     for res in results:
-        if res.mean_secs < run.best_seconds:
+        if res.mean_secs < run.best_seconds and not res.disturbed:
             run.best_seconds, improved = res.mean_secs, True
         run.history.append(Trial(run.done, res.mean_secs, run.best_seconds, res.error_kind))
         run.done += 1
@@ -405,8 +405,12 @@ def _record(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResul
 
 
 def _update_model(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> None:
-    if run.model is not None:
-        run.model.update([p.candidate(run.task.workload) for p in batch], list(results))
+    """Train the cost model on the batch, leaving out timings taken on a busy machine (they
+    would teach it that good programs are slow)."""
+    kept = [(p, r) for p, r in zip(batch, results) if not r.disturbed]
+    if run.model is not None and kept:
+        run.model.update([p.candidate(run.task.workload) for p, _ in kept],
+                         [r for _, r in kept])
 
 
 def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -> TuneResult:

@@ -21,3 +21,10 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("tessel", derandomize=True, deadline=None)
 settings.load_profile("tessel")
+
+# The suite runs in parallel (pytest-xdist): every timing would see the other workers as a busy
+# machine and be taken again and again. Load detection is tested on its own
+# (test_measure_load.py, with explicit settings); everywhere else it is off, in subprocesses too.
+import os  # noqa: E402
+
+os.environ["TESSEL_BUSY_CORES"] = "0"

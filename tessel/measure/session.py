@@ -13,6 +13,7 @@ running at the same time, since parallel measurements on one CPU corrupt the ran
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import re
@@ -20,10 +21,11 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tessel.measure.builder import ParamSpec
+from tessel.measure.load import BUSY_CORES, LoadMeter, wait_until_quiet
 from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureResult
 from tessel.measure.worker import REFERENCE_MISSING
@@ -36,7 +38,13 @@ class RunConfig:
     """How to time a kernel. Each of `repeat` batches runs the kernel `number` times (grown until
     a batch lasts `min_repeat_ms`) after `warmup` calls; every batch's mean is one cost. With
     `flush_cache`, the target's last-level cache is flushed before each batch. With `check`, the
-    output is first compared with the unscheduled program's on the same seeded inputs."""
+    output is first compared with the unscheduled program's on the same seeded inputs.
+
+    When other processes used `busy_cores` or more cores' worth of CPU while a candidate was
+    timed (tessel.measure.load), the timing is taken again after waiting up to `quiet_wait_s`
+    for quiet, `busy_retries` times; one still disturbed is flagged ("disturbed") and never
+    reported as a best. `busy_cores` defaults to $TESSEL_BUSY_CORES (read when the config is
+    made) or 0.25; 0 turns the check off (a test suite that runs in parallel does)."""
     number: int = 3
     repeat: int = 3
     min_repeat_ms: float = 10.0
@@ -46,6 +54,10 @@ class RunConfig:
     seed: int = 0
     timeout_s: float = 10.0
     reference_timeout_s: float = 120.0
+    busy_cores: float = field(default_factory=lambda: _env_float("TESSEL_BUSY_CORES",
+                                                                 BUSY_CORES))
+    busy_retries: int = 2
+    quiet_wait_s: float = 10.0
 
     def __post_init__(self) -> None:
         for key in ("number", "repeat"):
@@ -59,6 +71,20 @@ class RunConfig:
                 raise ValueError(f"RunConfig.{key} must be positive, got {getattr(self, key)!r}")
         if self.min_repeat_ms < 0:
             raise ValueError(f"RunConfig.min_repeat_ms must be >= 0, got {self.min_repeat_ms!r}")
+        for key in ("busy_cores", "quiet_wait_s"):
+            if not getattr(self, key) >= 0:
+                raise ValueError(f"RunConfig.{key} must be >= 0, got {getattr(self, key)!r}")
+        if not isinstance(self.busy_retries, int) or self.busy_retries < 0:
+            raise ValueError(f"RunConfig.busy_retries must be an int >= 0, got "
+                             f"{self.busy_retries!r}")
+
+
+def _env_float(name: str, default: float) -> float:
+    text = os.environ.get(name, "")
+    try:
+        return float(text) if text else default
+    except ValueError:
+        raise ValueError(f"${name} must be a number, got {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -124,17 +150,32 @@ class DeviceSession:
                 return self._measure(job)
 
     def _measure(self, job: MeasureJob) -> MeasureResult:
-        start = time.perf_counter()
+        """Time the job; when others used the CPU meanwhile, wait for quiet and time it again
+        (twice at most), and flag a result that stayed disturbed."""
+        start, flags, retries = time.perf_counter(), (), job.config.busy_retries
+        for attempt in range(1 + retries):
+            result = self._measure_once(job, start)
+            if not result.disturbed or not result.ok:
+                break
+            flags = ("remeasured",)
+            if attempt < retries:
+                wait_until_quiet(job.config.quiet_wait_s, job.config.busy_cores)
+        return dataclasses.replace(result, flags=result.flags + flags) if flags else result
+
+    def _measure_once(self, job: MeasureJob, start: float) -> MeasureResult:
         failure = self._ensure()
         if failure is not None:
             return MeasureResult.error(failure["error"], failure["msg"], build_secs=job.build_secs)
         config = {**asdict(job.config), "flush_bytes": job.flush_bytes}
         params = [(p.name, p.shape, p.dtype, p.is_output) for p in job.params]
+        meter = LoadMeter(self.process.pid)
         for _ in range(2):  # the worker keeps a few references: an evicted one is sent again
             check = self._reference(job)
+            meter.start()
             reply = self.process.request({"op": "measure", "lib": job.lib_path,
                                           "params": params, "config": config, "check": check},
                                          job.config.timeout_s)
+            others = meter.stop()
             if reply.get("error") == "timeout":
                 reply["msg"] = (f"kernel did not finish within {job.config.timeout_s:g} s; "
                                 "its measuring process was killed")
@@ -147,7 +188,10 @@ class DeviceSession:
         if "error" in reply:
             return MeasureResult.error(reply["error"], reply["msg"], build_secs=job.build_secs,
                                        run_secs=secs)
-        return MeasureResult(tuple(reply["costs"]), build_secs=job.build_secs, run_secs=secs)
+        limit = job.config.busy_cores
+        busy = others is not None and limit > 0 and others >= limit
+        return MeasureResult(tuple(reply["costs"]), build_secs=job.build_secs, run_secs=secs,
+                             flags=("disturbed",) if busy else ())
 
     def _ensure(self) -> dict | None:
         """Start the worker if it is not running (or is due for recycling) and wait for it to

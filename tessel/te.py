@@ -137,7 +137,101 @@ def compute(shape: int | Sequence[int], fcompute: Callable[..., ExprLike], name:
     else:
         check(not _contains_reduce(body), f"compute {name}: a reduction must be the whole body "
               "of a compute; compute it into its own tensor first")
+    check_accesses(name, body, axes)
     return Tensor(name, dims, body.dtype, op=ComputeOp(axes, body, dict(attrs or {})))
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def check_accesses(name: str, body: Expr, axes: Sequence[Axis]) -> None:
+    """TEError for a read outside its tensor or an integer division by zero that the compute
+    can reach: a kernel would crash or read garbage. A read or division under an
+    if_then_else (or a reduction's where=) is checked assuming its condition; one whose
+    condition cannot be used (an `or`, a call) is left alone."""
+    from tessel.arith import Analyzer
+    reduce_axes = body.axes if isinstance(body, Reduce) else ()
+    ana = Analyzer({ax: ir.Range(ir.const(ax.min), ir.const(ax.extent))
+                    for ax in (*axes, *reduce_axes)})
+    source = body.source if isinstance(body, Reduce) else body
+    cond = body.where if isinstance(body, Reduce) else None
+    _check_under(name, source, cond, ana)
+
+
+def _check_under(name: str, e: Expr, cond: Expr | None, ana: Any) -> None:
+    if cond is not None and not _usable(cond):
+        return  # the condition guards this, and we cannot tell how
+    with ana.scope(assume=cond):
+        _check_expr(name, e, ana)
+
+
+def _check_expr(name: str, e: Expr, ana: Any) -> None:
+    if isinstance(e, ir.Select):
+        _check_expr(name, e.cond, ana)
+        _check_under(name, e.true_value, e.cond, ana)
+        negated = _negate(e.cond)
+        if negated is not None:
+            _check_under(name, e.false_value, negated, ana)
+        return
+    if isinstance(e, ir.BufferLoad):
+        for dim, (index, extent) in enumerate(zip(e.indices, e.buffer.shape)):
+            lo, hi = ana.const_int_bound(index)
+            check(not (lo < 0 or hi > int(extent) - 1),
+                  f"compute {name}: {ir.expr_str(e)} reads {e.buffer.name} outside its "
+                  f"dimension {dim} of {int(extent)} (index {ir.expr_str(index)} ranges over "
+                  f"[{lo}, {hi}]); guard the read with te.if_then_else or shrink the compute")
+    if isinstance(e, ir.BinOp) and e.op in ("//", "%", "/") and ir.is_int(e.dtype):
+        zero_at = _zero_at(e.b, ana)
+        detail = "its divisor is 0" if zero_at == "always" else \
+            f"{ir.expr_str(e.b)} is 0 {zero_at}"
+        check(zero_at is None, f"compute {name}: {ir.expr_str(e)} divides by zero ({detail})")
+    for child in ir.children(e):
+        if isinstance(child, Expr) and not isinstance(child, Axis):
+            _check_expr(name, child, ana)
+
+
+_ENUMERATED = 1 << 16  # a divisor of one axis is tried at every value of an axis this long
+
+
+def _zero_at(e: Expr, ana: Any) -> str | None:
+    """Where an integer divisor is 0 ("at i = 3", "always"), or None when it never is or that
+    cannot be told (a divisor of several axes whose range merely spans 0 is left alone)."""
+    lo, hi = ana.const_int_bound(e)
+    if not lo <= 0 <= hi:
+        return None
+    if lo == hi == 0:
+        return "always"
+    axes = [v for v in ir.free_vars(e) if isinstance(v, Axis)]
+    if len(axes) != 1:
+        return None
+    (axis,) = axes
+    first, last = ana.const_int_bound(axis)
+    if not (isinstance(first, int) and isinstance(last, int)) or last - first > _ENUMERATED:
+        return None
+    for value in range(first, last + 1):
+        at = ana.simplify(ir.substitute(e, {axis: ir.const(value)}))
+        if isinstance(at, ir.IntImm) and at.value == 0:
+            return f"at {axis.name} = {value}"
+    return None
+
+
+def _usable(cond: Expr) -> bool:
+    """A condition the analyzer can assume: comparisons of one variable with constants, joined
+    by `and` (`i + k < 8` bounds no single variable: what it guards is not checked)."""
+    if isinstance(cond, ir.BinOp) and cond.op == "and":
+        return _usable(cond.a) and _usable(cond.b)
+    if isinstance(cond, ir.IntImm):
+        return True
+    return (isinstance(cond, ir.BinOp) and cond.op in _NEGATED
+            and len(ir.free_vars(cond)) <= 1)
+
+
+def _negate(cond: Expr) -> Expr | None:
+    if isinstance(cond, ir.BinOp) and cond.op in _NEGATED:
+        return ir.BinOp(_NEGATED[cond.op], cond.a, cond.b, "bool")
+    if isinstance(cond, ir.Not):
+        return cond.a
+    return None
 
 
 def _reduction(combiner: str, expr: ExprLike, axis, where: ExprLike | None) -> Reduce:

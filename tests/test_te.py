@@ -94,3 +94,57 @@ def test_create_func_checks_arguments():
         te.create_func([A, "B"])
     with pytest.raises(TEError, match="no computed tensor"):
         te.create_func([A])
+
+
+def test_reads_outside_a_tensor_and_divisions_by_zero_are_refused():
+    """At te.compute, before any C exists: a kernel would crash or read garbage. Guards are
+    taken into account: an if_then_else's condition (either branch), a reduction's where=."""
+    A = te.placeholder((8,), name="A")
+    with pytest.raises(te.TEError, match=r"compute B: A\[i \+ 1\] reads A outside its dimension "
+                                         r"0 of 8 \(index i \+ 1 ranges over \[1, 8\]\)"):
+        te.compute((8,), lambda i: A[i + 1], name="B")
+    k = te.reduce_axis(8, name="k")
+    with pytest.raises(te.TEError, match=r"ranges over \[0, 14\]"):
+        te.compute((8,), lambda i: te.sum(A[i + k], axis=k), name="S")
+    with pytest.raises(te.TEError, match=r"ranges over \[-1, 6\]"):
+        te.compute((8,), lambda i: te.if_then_else(i >= 0, A[i - 1], 0.0), name="P")
+    counts = te.placeholder((8,), "int32", name="N")
+    with pytest.raises(te.TEError, match=r"N\[i\] // \(i - 3\) divides by zero \(i - 3 is 0 "
+                                         r"at i = 3\)"):
+        te.compute((8,), lambda i: counts[i] // (i - 3), name="D")
+    with pytest.raises(te.TEError, match=r"divides by zero \(its divisor is 0\)"):
+        te.compute((8,), lambda i: counts[i] // (i * 0), name="Z")
+    # guarded or in bounds: accepted
+    te.compute((8,), lambda i: te.if_then_else(i < 7, A[i + 1], 0.0), name="G1")
+    te.compute((8,), lambda i: te.if_then_else(i >= 7, 0.0, A[i + 1]), name="G2")
+    te.compute((8,), lambda i: te.sum(A[i + k], axis=k, where=i + k < 8), name="W")
+    te.compute((8,), lambda i: A[i % 3 + 5] + A[i // 2], name="M")
+    te.compute((8,), lambda i: counts[i] // (i + 1), name="Q")
+    te.compute((8,), lambda i: counts[i] // (2 * i - 3), name="Odd")  # spans 0, never is
+    te.compute((8,), lambda i: counts[i] // te.if_then_else(i < 3, i - 3, i - 2), name="Sel")
+
+
+def test_a_kernel_that_crashes_says_where(tmp_path):
+    """A hand-written program storing far outside its buffer (nothing checks tessel.ir): the
+    process dies, but with faulthandler's report naming the Python line, not silently."""
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "crash.py"
+    script.write_text(textwrap.dedent("""\
+        import numpy as np
+        import tessel
+        from tessel import ir
+        from tessel.ir import Buffer, BufferStore, For, Var, const, realize
+        A = Buffer("A", (4,))
+        i = Var("i")
+        body = For(i, 4, BufferStore(A, const(1.0), (i * 100000000,)))
+        root = ir.Block("root", (), (), (), body)
+        mod = tessel.build(ir.PrimFunc("crash", (A,), realize(root)))
+        mod(np.zeros(4, np.float32))   # the line the report names
+        """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "Fatal Python error: Segmentation fault" in proc.stderr
+    assert 'crash.py", line 10' in proc.stderr

@@ -15,6 +15,7 @@ import shlex
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from tessel.errors import TesselError
@@ -59,10 +60,12 @@ def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None 
     if lib_path.exists():
         return lib_path
     directory.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(directory)
     c_path = directory / f"{key}.c"
     _write_atomic(c_path, source)
     fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
     os.close(fd)
+    _TEMPS.add(tmp_name)
     try:
         libs = _LINK_LIBS + (("-lmvec",) if "_ZGV" in source else ())  # vector math (simd.py)
         cmd = [target.compiler, *target.cflags, *extra_flags, str(c_path), "-o", tmp_name,
@@ -71,9 +74,24 @@ def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None 
         os.chmod(tmp_name, 0o755)
         os.replace(tmp_name, lib_path)
     finally:
+        _TEMPS.discard(tmp_name)
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
     return lib_path
+
+
+_STALE_TMP_S = 600.0  # a temporary file this old belongs to a build that was killed
+
+
+def _sweep_stale(directory: Path) -> None:
+    """Remove temporary files that killed builds left in a cache directory."""
+    now = time.time()
+    for path in directory.glob("*.tmp"):
+        try:
+            if now - path.stat().st_mtime > _STALE_TMP_S:
+                path.unlink()
+        except OSError:
+            pass  # another process removed or replaced it
 
 
 def asm_for(source: str, target: Target, *, extra_flags: tuple[str, ...] = (),
@@ -111,6 +129,7 @@ def _run_checked(cmd: list[str], source: str, timeout_s: float, stdin: str | Non
 
 
 _RUNNING: set[int] = set()  # process groups of the compilers running in this process
+_TEMPS: set[str] = set()  # their output files, removed if they are killed
 
 
 def _run(cmd: list[str], timeout_s: float, stdin: str | None) -> tuple[int, str, str]:
@@ -139,10 +158,16 @@ def _killpg(pgid: int) -> None:
 
 
 def kill_compilers() -> None:
-    """Kill every compiler this process is running, with its children (the build workers
-    call this when they are told to stop, so no cc1 outlives them)."""
+    """Kill every compiler this process is running, with its children, and remove their
+    output files (the build workers call this when they are told to stop, so no cc1 outlives
+    them and no .so.tmp is left in the cache)."""
     for pgid in list(_RUNNING):
         _killpg(pgid)
+    for name in list(_TEMPS):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
 
 
 def _failure_message(cmd: list[str], returncode: int, source: str, stderr: str) -> str:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import math
 import statistics
 from pathlib import Path
@@ -33,6 +34,10 @@ class Module:
 
     def __init__(self, func: PrimFunc, target: Target, source: str, lib_path: Path) -> None:
         self.func, self.target, self.source, self.lib_path = func, target, source, lib_path
+        if not faulthandler.is_enabled():
+            # a kernel that crashes (a hand-written program reading out of bounds) takes the
+            # interpreter down: say where, instead of dying silently
+            faulthandler.enable()
         self._lib = ctypes.CDLL(str(lib_path))
         self._entry = self._lib.tessel_entry
         self._entry.argtypes, self._entry.restype = [_ARGS], ctypes.c_int32

@@ -71,13 +71,15 @@ class Module:
         return run
 
     def time(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
-             min_repeat_ms: float = 0) -> float:
-        """Median over `repeat` batches of the mean seconds per call in a batch."""
+             min_repeat_ms: float = 10.0) -> float:
+        """Median over `repeat` batches of the mean seconds per call in a batch; each batch
+        lasts at least `min_repeat_ms` (as the tuner's runner times candidates: a batch of a
+        few tens of microseconds measures the thread pool waking up)."""
         return statistics.median(self.time_all(*arrays, number=number, repeat=repeat,
                                                min_repeat_ms=min_repeat_ms))
 
     def time_all(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
-                 min_repeat_ms: float = 0) -> list[float]:
+                 min_repeat_ms: float = 10.0) -> list[float]:
         """Mean seconds per call of each of `repeat` batches of `number` calls (after one
         warm-up call). With min_repeat_ms > 0, `number` first grows until a batch lasts that
         long."""

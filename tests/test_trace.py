@@ -1,11 +1,14 @@
 """Traces: recording, JSON, replay with decisions, printing, simplification."""
+import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from tessel import ir, ops
 from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.schedule.trace import V1_ARGS
 
 
 def tiled(seed=0, M=24, N=36, K=10):
@@ -88,7 +91,12 @@ def test_simplified_drops_unused_lookups_and_samples():
 
 @pytest.mark.parametrize("text, match", [
     ("nope", "not a trace"),
-    ('{"format": "x"}', "expected format"),
+    ('{"format": "x"}', "format 'x', which this tessel does not read"),
+    ('{"format": "tessel.trace/2", "insts": {}, "decisions": []}', "must be lists"),
+    ('{"format": "tessel.trace/2", "insts": [["split", [{"rv": "l0"}], []]], "decisions": []}',
+     r"split takes 2 arguments \(loop, factors\)"),
+    ('{"format": "tessel.trace/1", "insts": [["split", {"loop": {"rv": "l0"}, "parts": [2]}, []]]'
+     ', "decisions": []}', r"has arguments \('loop', 'parts'\), which that format never had"),
     ('{"format": "tessel.trace/1", "insts": [["explode", {}, []]], "decisions": []}',
      "unknown kind 'explode'"),
     ('{"format": "tessel.trace/1", "insts": [["get_loops", {"block": {"rv": "b7"}}, []]],'
@@ -140,3 +148,48 @@ def test_sample_categorical_follows_probabilities():
         sch.sample_categorical([1, 2, 3], [0.5, 0.5])
     with pytest.raises(ScheduleError, match="non-negative"):
         sch.sample_categorical([1, 2], [0.0, 0.0])
+
+
+# ---- the instruction registry and the stored format ----------------------------------------
+
+FROZEN_V2 = Path(__file__).parent / "data" / "instructions_v2.json"
+
+
+def test_the_registry_is_the_stored_format():
+    """tessel.trace/2 stores each instruction's arguments as a list in the registry's order:
+    changing a kind's argument list changes what old records mean. Such a change must come
+    with a new format that reads the old one (as from_json reads tessel.trace/1), and then
+    this frozen table may be extended with it."""
+    from tessel.schedule import INSTRUCTIONS
+    now = {name: [list(k.params), k.variadic, k.sampling, k.pure]
+           for name, k in sorted(INSTRUCTIONS.items())}
+    assert now == json.loads(FROZEN_V2.read_text())
+
+
+def test_a_method_whose_parameters_leave_its_registry_entry_is_refused_at_import():
+    from tessel.schedule.base import instruction
+    with pytest.raises(TypeError, match=r"parameters \('loop', 'parts'\) differ from "
+                                        r"instruction 'split'"):
+        @instruction("split", ("loop", "factors"))
+        def split(self, loop, parts):
+            pass
+
+
+def test_renaming_a_parameter_keeps_old_records_replaying():
+    """What a v2 trace stores does not name the Python parameters; a v1 trace names them as
+    they were, and is read through the frozen table."""
+    f, sch = tiled(seed=5)
+    doc = json.loads(sch.trace.to_json())
+    assert doc["format"] == "tessel.trace/2"
+    assert all(isinstance(args, list) for _, args, _ in doc["insts"])
+    assert "factors" not in sch.trace.to_json()
+    v1 = {"format": "tessel.trace/1", "decisions": doc["decisions"], "insts": [
+        [kind, dict(zip(V1_ARGS[kind], args)), outs] for kind, args, outs in doc["insts"]]}
+    old = Trace.from_json(json.dumps(v1))
+    assert old == sch.trace
+    assert ir.structural_equal(old.apply(Schedule(f)).func, sch.func)
+
+
+def test_variadic_instructions_print_positionally():
+    f, sch = tiled()
+    assert "\nsch.reorder(l9, l12, l10, l3, l11, l13)\n" in sch.trace.script()

@@ -21,21 +21,35 @@ from typing import Any, Callable, TypeVar
 
 from tessel.ir import Block, For, PrimFunc
 from tessel.schedule import tree
-from tessel.schedule.trace import (RV, BlockRV, Instruction, IntRV, LoopRV, ScheduleError,
-                                   Trace, check)
+from tessel.schedule.trace import (RV, BlockRV, Instruction, InstructionKind, IntRV, LoopRV,
+                                   ScheduleError, Trace, check, register)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def instruction(fn: F) -> F:
-    """Make a Schedule method record itself in the trace when called from outside."""
-    sig = inspect.signature(fn)
-    varargs = next((p.name for p in sig.parameters.values() if p.kind == p.VAR_POSITIONAL), None)
+def instruction(name: str, params: tuple[str, ...], *, sampling: bool = False,
+                pure: bool = False, method: str | None = None) -> Callable[[F], F]:
+    """Register a Schedule method as the instruction kind `name` with the argument list
+    `params` (its parameters, in order, but `self` and a sampling method's `decision`), and
+    make it record itself in the trace when called from outside. The registry, not the
+    method's signature, defines what a trace stores; a method whose parameters do not match
+    its registered list is refused at import time."""
+    def wrap(fn: F) -> F:
+        sig = inspect.signature(fn)
+        names = tuple(p for p in sig.parameters if p not in ("self", "decision"))
+        if names != params:
+            raise TypeError(f"{fn.__qualname__}: parameters {names} differ from instruction "
+                            f"{name!r}'s registered arguments {params}")
+        variadic = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+        kind = register(InstructionKind(name, params, method or name, variadic, sampling, pure))
+        return _recording(fn, sig, kind)  # type: ignore[return-value]
+    return wrap
 
+
+def _recording(fn: Callable[..., Any], sig: inspect.Signature, kind: InstructionKind
+               ) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(self: "ScheduleBase", *args: Any, **kwargs: Any) -> Any:
-        if varargs is not None and varargs in kwargs:  # replay passes varargs by name
-            args = tuple(args) + tuple(kwargs.pop(varargs))
         if self._depth:
             return fn(self, *args, **kwargs)
         bound = sig.bind(self, *args, **kwargs)
@@ -46,15 +60,13 @@ def instruction(fn: F) -> F:
             out = fn(self, *args, **kwargs)
         finally:
             self._depth -= 1
-        recorded = tuple((k, _freeze(v)) for k, v in bound.arguments.items()
-                         if k not in ("self", "decision"))
+        recorded = tuple((k, _freeze(bound.arguments[k])) for k in kind.params)
         outputs = tuple(o for o in (out if isinstance(out, (list, tuple)) else (out,))
                         if isinstance(o, RV))
-        self.trace.append(Instruction(fn.__name__, recorded, outputs), self._decision)
+        self.trace.append(Instruction(kind.name, recorded, outputs), self._decision)
         return out
 
-    wrapper.is_instruction = True  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _freeze(v: Any) -> Any:
@@ -113,23 +125,23 @@ class ScheduleBase:
         return self.rng.randrange(2**31)
 
     # ---- queries ------------------------------------------------------------------------
-    @instruction
+    @instruction("get_block", ("name",), pure=True)
     def get_block(self, name: str) -> BlockRV:
         tree.block_path(self.func, name)
         return self._new(BlockRV, name)
 
-    @instruction
+    @instruction("get_loops", ("block",), pure=True)
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops around `block` inside its scope, outermost first."""
         path = tree.block_path(self.func, self._value(block, BlockRV))
         return [self._new(LoopRV, loop.loop_var) for loop in tree.enclosing_loops(path)]
 
-    @instruction
+    @instruction("get_child_blocks", ("parent",), pure=True)
     def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
         node = self.get(parent)
         return [self._new(BlockRV, b.name) for b in tree.child_blocks(node)]
 
-    @instruction
+    @instruction("get_producers", ("block",), pure=True)
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that write a buffer `block` reads, in program order."""
         blk = self.get(block)
@@ -137,7 +149,7 @@ class ScheduleBase:
         return [self._new(BlockRV, b.name) for b in self._scope_blocks(block)
                 if b is not blk and reads & {w.buffer for w in b.writes}]
 
-    @instruction
+    @instruction("get_consumers", ("block",), pure=True)
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that read a buffer `block` writes, in program order."""
         blk = self.get(block)

@@ -158,7 +158,7 @@ def _check_sole_writer(func: PrimFunc, block: Block, buf: Buffer, stmt: Stmt) ->
 class CachePrimitives:
     """Mixed into Schedule."""
 
-    @instruction
+    @instruction("cache_read", ("block", "read_buffer_index", "storage_scope"))
     def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str) -> BlockRV:
         """`block` reads a copy of its read_buffer_index-th read buffer, made in scope
         storage_scope by a new block (returned) placed before the first reader."""
@@ -181,7 +181,7 @@ class CachePrimitives:
         self.func = with_root_alloc(replace_scope_body(self.func, scope, stmts), cache)
         return self._new(BlockRV, name)
 
-    @instruction
+    @instruction("cache_write", ("block", "write_buffer_index", "storage_scope"))
     def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
         """`block` writes a new buffer in scope storage_scope instead of its
         write_buffer_index-th write buffer; a new block (returned) right after block's loop

@@ -432,7 +432,7 @@ class ComputeLocationPrimitives:
               "only compute_at accepts it")
         return value
 
-    @instruction
+    @instruction("compute_inline", ("block",))
     def compute_inline(self, block: BlockRV) -> None:
         """Substitute a spatial single-store block's expression into every load of the buffer
         it writes, then remove it and its buffer."""
@@ -441,7 +441,7 @@ class ComputeLocationPrimitives:
         func = self.func.with_body(_inline_loads(self.func, store))
         self.func = tree.replace(func, tree.find_realize(func, path[-1].block.name), None)
 
-    @instruction
+    @instruction("reverse_compute_inline", ("block",))
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Fold a spatial consumer, which reads its single producer element-wise, into that
         producer's store; remove the consumer and, if nothing else reads it, the buffer."""
@@ -460,7 +460,7 @@ class ComputeLocationPrimitives:
                                                if isinstance(n, Block) else None))
         self.func = func
 
-    @instruction
+    @instruction("compute_at", ("block", "loop", "preserve_unit_loops"))
     def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False) -> None:
         """Move producer `block` to the start of `loop`'s body, computing there the region
         that the consumers under `loop` read in one iteration. `loop` may be a special
@@ -474,7 +474,7 @@ class ComputeLocationPrimitives:
             return
         self.func = move_block(self.func, name, where, preserve_unit_loops, reverse=False)
 
-    @instruction
+    @instruction("reverse_compute_at", ("block", "loop", "preserve_unit_loops"))
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
                            preserve_unit_loops: bool = False) -> None:
         """Move consumer `block` to the end of `loop`'s body, computing there the region that
@@ -483,7 +483,7 @@ class ComputeLocationPrimitives:
         var = self._value(loop, LoopRV)
         self.func = move_block(self.func, name, var, preserve_unit_loops, reverse=True)
 
-    @instruction
+    @instruction("sample_compute_location", ("block",), sampling=True)
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
         """A loop where compute_at(block, loop) is legal, or "root" (decision -1) or "inline"
         (decision -2, when compute_inline is legal), drawn uniformly. The decision is the

@@ -282,15 +282,14 @@ def _transform_layout(self, block: BlockRV, buffer_index: int, buffer_type: str,
     self.func = rewrite_accesses(self.func, buf, new, imap)
 
 
-_transform_layout.__name__ = "transform_layout"  # the instruction kind it records
-
-
 class LayoutPrimitives:
     """Mixed into Schedule. The public transform_layout turns a callable index map into its
     lambda text first, then runs the recorded instruction (kind "transform_layout") on the
     text, so traces hold JSON text and replay through the same method."""
 
-    _transform_layout_instruction = instruction(_transform_layout)
+    _transform_layout_instruction = instruction(
+        "transform_layout", ("block", "buffer_index", "buffer_type", "index_map"),
+        method="transform_layout")(_transform_layout)
 
     def transform_layout(self, block: BlockRV, buffer_index: int, buffer_type: str,
                          index_map: IndexMapLike) -> None:
@@ -300,7 +299,6 @@ class LayoutPrimitives:
         text = parse_index_map(index_map).text
         self._transform_layout_instruction(block, buffer_index, buffer_type, text)
 
-    transform_layout.is_instruction = True  # type: ignore[attr-defined]
 
 
 __all__ = ["LayoutPrimitives", "IndexMap", "parse_index_map", "mapped_shape", "check_injective"]

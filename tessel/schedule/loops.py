@@ -96,7 +96,7 @@ def _perfect_chain(loops: list[For]) -> None:
 class LoopPrimitives:
     """Mixed into Schedule."""
 
-    @instruction
+    @instruction("split", ("loop", "factors"))
     def split(self, loop: LoopRV, factors: list[int | IntRV | None]) -> list[LoopRV]:
         """Split `loop` into len(factors) nested loops, outermost first. One factor may be
         None (inferred). If the product exceeds the extent, blocks get a predicate."""
@@ -119,7 +119,7 @@ class LoopPrimitives:
         self.func = tree.replace(self.func, node, simplify_at(path, stmt))
         return [self._new(LoopRV, v) for v in new_vars]
 
-    @instruction
+    @instruction("fuse", ("loops",))
     def fuse(self, *loops: LoopRV) -> LoopRV:
         """Fuse perfectly nested serial loops (outermost first) into one."""
         check(len(loops) >= 1, "fuse needs at least one loop")
@@ -138,7 +138,7 @@ class LoopPrimitives:
         self.func = tree.replace(self.func, nodes[0], simplify_at(path, stmt))
         return self._new(LoopRV, fused)
 
-    @instruction
+    @instruction("reorder", ("loops",))
     def reorder(self, *loops: LoopRV) -> None:
         """Put the given loops, which lie on one chain of single-child nesting, in this order
         (the loops between them keep their places)."""
@@ -153,7 +153,7 @@ class LoopPrimitives:
         _check_kind_nesting(new_func, "reorder")
         self.func = new_func
 
-    @instruction
+    @instruction("add_unit_loop", ("target",))
     def add_unit_loop(self, target: BlockRV | LoopRV) -> LoopRV:
         """Wrap a block or loop in a new loop of extent 1."""
         if isinstance(target, BlockRV):
@@ -173,23 +173,23 @@ class LoopPrimitives:
             _check_kind_nesting(new_func, check_as)
         self.func = new_func
 
-    @instruction
+    @instruction("parallel", ("loop",))
     def parallel(self, loop: LoopRV) -> None:
         node = self._loop(loop)
         _spatial_only(node, "parallel")
         self._set_kind(loop, "parallel", check_as="parallel")
 
-    @instruction
+    @instruction("vectorize", ("loop",))
     def vectorize(self, loop: LoopRV) -> None:
         node = self._loop(loop)
         _spatial_only(node, "vectorized")
         self._set_kind(loop, "vectorized", check_as="vectorize")
 
-    @instruction
+    @instruction("unroll", ("loop",))
     def unroll(self, loop: LoopRV) -> None:
         self._set_kind(loop, "unrolled")
 
-    @instruction
+    @instruction("bind", ("loop", "thread"))
     def bind(self, loop: LoopRV, thread: str) -> None:
         check(thread in THREAD_TAGS, f"bind: unknown thread axis {thread!r}; use one of "
                                      f"{THREAD_TAGS}")
@@ -198,7 +198,7 @@ class LoopPrimitives:
             _spatial_only(node, f"bound to {thread}")
         self._set_kind(loop, "thread_binding", thread)
 
-    @instruction
+    @instruction("annotate", ("target", "key", "value"))
     def annotate(self, target: BlockRV | LoopRV, key: str, value: Any) -> None:
         """Attach a hint such as pragma_auto_unroll_max_step=64 to a loop or block. The value
         may be an IntRV (a sampled value, e.g. from sample_categorical)."""
@@ -209,7 +209,7 @@ class LoopPrimitives:
               f"annotate: value must be a number, string or bool, got {value!r}")
         self._set_annotations(target, lambda a: {**a, key: value})
 
-    @instruction
+    @instruction("unannotate", ("target", "key"))
     def unannotate(self, target: BlockRV | LoopRV, key: str) -> None:
         node = self.get(target)
         check(key in node.annotations, f"unannotate: no annotation {key!r} on {target!r}")

@@ -270,7 +270,7 @@ def _normalize_axis(axis: int, ndim: int) -> int:
 class ReductionPrimitives:
     """Mixed into Schedule."""
 
-    @instruction
+    @instruction("decompose_reduction", ("block", "loop"))
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move the init of reduction `block` into a new block `<name>_init` (returned),
         placed right before `loop` under copies of the loops between them that its spatial
@@ -296,7 +296,7 @@ class ReductionPrimitives:
         self.func = tree.replace(self.func, node, ir.seq(nest, new_loop))
         return self._new(BlockRV, name)
 
-    @instruction
+    @instruction("rfactor", ("loop", "factor_axis"))
     def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
         """Factor the reduction under `loop` (a serial reduction loop of exactly one block):
         a new block `<name>_rf` (returned) computes partial results into `<buffer>_rf`, which

@@ -50,7 +50,7 @@ def check_tile(decision: Any, extent: int, n: int, max_innermost_factor: int, na
 class SamplingInstructions:
     """Mixed into Schedule."""
 
-    @instruction
+    @instruction("sample_perfect_tile", ("loop", "n", "max_innermost_factor"), sampling=True)
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                             decision: Sequence[int] | None = None) -> list[IntRV]:
         """n tile sizes whose product is exactly the loop's extent."""
@@ -67,7 +67,7 @@ class SamplingInstructions:
         self._decision = tuple(factors)
         return [self._new(IntRV, f) for f in factors]
 
-    @instruction
+    @instruction("sample_categorical", ("candidates", "probs"), sampling=True)
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
                            decision: int | None = None) -> IntRV:
         """One of `candidates`, drawn with `probs`; the decision is the chosen index."""

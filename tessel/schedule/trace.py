@@ -1,11 +1,17 @@
 """Traces: the record of a schedule's execution, as data.
 
-A trace is an ordered list of instructions. Each instruction names the `Schedule` method it
-replays (its kind), the keyword arguments it was called with (random variables and literal
-values) and the random variables it produced. Sampling instructions (kinds starting with
-`sample_`) also carry a *decision*: the value they drew. Replaying a trace on a fresh
-schedule of the same program, with the same decisions, rebuilds the same program; with other
-decisions it explores the design space.
+A trace is an ordered list of instructions. Each instruction names its *kind* (a stable name
+from the instruction registry, INSTRUCTIONS, which is also the `Schedule` method that replays
+it), its arguments (random variables and literal values, named and ordered as the registry
+says) and the random variables it produced. Sampling instructions also carry a *decision*:
+the value they drew. Replaying a trace on a fresh schedule of the same program, with the same
+decisions, rebuilds the same program; with other decisions it explores the design space.
+
+Stored traces (format tessel.trace/2) hold each instruction's arguments as a list in the
+registry's order, so renaming a Python parameter changes nothing stored. Traces of format
+tessel.trace/1 (keyword arguments, before the registry) are read through the argument names
+frozen in V1_ARGS; a trace of an unknown format or with an instruction this tessel does not
+know is refused with a ScheduleError that says so, never replayed into another program.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from tessel.errors import TesselError
 if TYPE_CHECKING:
     from tessel.schedule.schedule import Schedule
 
-FORMAT = "tessel.trace/1"
+FORMAT = "tessel.trace/2"
+V1_FORMAT = "tessel.trace/1"
 
 
 class ScheduleError(TesselError, ValueError):
@@ -57,13 +64,76 @@ class IntRV(RV):
 
 
 _RV_TYPES = {cls.prefix: cls for cls in (BlockRV, LoopRV, IntRV)}
-# instructions that only look things up or draw values: removable when their outputs are unused
-PURE_KINDS = frozenset({"get_block", "get_loops", "get_child_blocks", "get_producers",
-                        "get_consumers", "get_sref_parent"})
+
+
+@dataclass(frozen=True)
+class InstructionKind:
+    """What tessel knows about one kind of instruction: its stable name (stored in traces),
+    its argument names in stored order (when `variadic`, the last one collects the method's
+    positional arguments, as in fuse(*loops)), the Schedule method that replays it, and
+    whether it draws a decision (sampling) or only looks things up (pure: removable when
+    its outputs are unused)."""
+    name: str
+    params: tuple[str, ...]
+    method: str
+    variadic: bool = False
+    sampling: bool = False
+    pure: bool = False
+
+    def call_args(self, values: tuple) -> tuple:
+        """The positional arguments of the replaying method, given the stored values."""
+        return (*values[:-1], *values[-1]) if self.variadic else tuple(values)
+
+
+INSTRUCTIONS: dict[str, InstructionKind] = {}
+
+
+def register(kind: InstructionKind) -> InstructionKind:
+    """Add a kind to the registry (one definition per name)."""
+    known = INSTRUCTIONS.get(kind.name)
+    check(known is None or known == kind,
+          f"instruction kind {kind.name!r} is registered twice, differently")
+    INSTRUCTIONS[kind.name] = kind
+    return kind
+
+
+def instruction_kind(name: str, index: int) -> InstructionKind:
+    kind = INSTRUCTIONS.get(name)
+    check(kind is not None, f"trace instruction {index} has unknown kind {name!r} (a trace "
+                            "made by another version of tessel?)")
+    return kind
+
+
+# The argument names of format tessel.trace/1, which stored arguments by the name of the
+# Python parameter at the time (frozen: old records are read through this table, whatever
+# the parameters are called today).
+V1_ARGS: dict[str, tuple[str, ...]] = {
+    "add_unit_loop": ("target",), "annotate": ("target", "key", "value"),
+    "bind": ("loop", "thread"),
+    "cache_read": ("block", "read_buffer_index", "storage_scope"),
+    "cache_write": ("block", "write_buffer_index", "storage_scope"),
+    "compute_at": ("block", "loop", "preserve_unit_loops"), "compute_inline": ("block",),
+    "decompose_reduction": ("block", "loop"), "fuse": ("loops",), "get_block": ("name",),
+    "get_child_blocks": ("parent",), "get_consumers": ("block",), "get_loops": ("block",),
+    "get_producers": ("block",), "parallel": ("loop",), "reorder": ("loops",),
+    "reverse_compute_at": ("block", "loop", "preserve_unit_loops"),
+    "reverse_compute_inline": ("block",), "rfactor": ("loop", "factor_axis"),
+    "sample_categorical": ("candidates", "probs"), "sample_compute_location": ("block",),
+    "sample_perfect_tile": ("loop", "n", "max_innermost_factor"),
+    "split": ("loop", "factors"),
+    "transform_layout": ("block", "buffer_index", "buffer_type", "index_map"),
+    "unannotate": ("target", "key"), "unroll": ("loop",), "vectorize": ("loop",),
+}
 
 
 def is_sampling(kind: str) -> bool:
-    return kind.startswith("sample_")
+    found = INSTRUCTIONS.get(kind)
+    return found is not None and found.sampling
+
+
+def is_pure(kind: str) -> bool:
+    found = INSTRUCTIONS.get(kind)
+    return found is not None and found.pure
 
 
 @dataclass(frozen=True)
@@ -144,13 +214,14 @@ class Trace:
         env: dict[RV, Any] = {}
         chosen = {**self.decisions, **{k: _freeze(v) for k, v in (decisions or {}).items()}}
         for index, inst in enumerate(self.instructions):
-            kwargs = {k: _remap(v, env, inst) for k, v in inst.args}
-            if is_sampling(inst.kind):
-                kwargs["decision"] = chosen.get(index)
-            method = getattr(sch, inst.kind, None)
-            check(method is not None and getattr(method, "is_instruction", False),
-                  f"trace instruction {index} has unknown kind {inst.kind!r}")
-            outs = _as_tuple(method(**kwargs))
+            kind = INSTRUCTIONS.get(inst.kind)
+            check(kind is not None, f"trace instruction {index} has unknown kind {inst.kind!r}")
+            check(tuple(k for k, _ in inst.args) == kind.params,
+                  f"trace instruction {index} ({inst.kind}) has arguments "
+                  f"{tuple(k for k, _ in inst.args)}, expected {kind.params}")
+            values = tuple(_remap(v, env, inst) for _, v in inst.args)
+            extra = {"decision": chosen.get(index)} if kind.sampling else {}
+            outs = _as_tuple(getattr(sch, kind.method)(*kind.call_args(values), **extra))
             check(len(outs) == len(inst.outputs),
                   f"instruction {index} ({inst.kind}) made {len(outs)} outputs on replay, "
                   f"{len(inst.outputs)} when recorded")
@@ -163,7 +234,7 @@ class Trace:
         keep: list[int] = []
         for index in range(len(self.instructions) - 1, -1, -1):
             inst = self.instructions[index]
-            removable = inst.kind in PURE_KINDS or is_sampling(inst.kind)
+            removable = is_pure(inst.kind) or is_sampling(inst.kind)
             if removable and not live.intersection(inst.outputs):
                 continue
             keep.append(index)
@@ -174,29 +245,41 @@ class Trace:
                       if old in self.decisions})
 
     def to_json(self) -> str:
-        insts = [[i.kind, {k: _encode(v) for k, v in i.args}, [repr(o) for o in i.outputs]]
+        insts = [[i.kind, [_encode(v) for _, v in i.args], [repr(o) for o in i.outputs]]
                  for i in self.instructions]
         decisions = [[k, _encode(v)] for k, v in sorted(self.decisions.items())]
         return json.dumps({"format": FORMAT, "insts": insts, "decisions": decisions})
 
     @staticmethod
     def from_json(text: str) -> "Trace":
+        """The trace a to_json text (of this format or tessel.trace/1) describes. A text of
+        another format, or naming an instruction or arguments this tessel does not know,
+        raises ScheduleError saying which."""
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as err:
             raise ScheduleError(f"not a trace: {err}") from None
-        check(isinstance(doc, dict) and doc.get("format") == FORMAT,
-              f"not a trace (expected format {FORMAT!r})")
-        insts = [Instruction(kind, tuple((k, _decode(v)) for k, v in args.items()),
+        check(isinstance(doc, dict) and "format" in doc, "not a trace (no format)")
+        fmt = doc["format"]
+        check(fmt in (FORMAT, V1_FORMAT), f"a trace of format {fmt!r}, which this tessel "
+              f"does not read (it reads {FORMAT!r} and {V1_FORMAT!r}): made by a newer tessel?")
+        check(isinstance(doc.get("insts"), list) and isinstance(doc.get("decisions"), list),
+              "not a trace (insts and decisions must be lists)")
+        read = _read_v1 if fmt == V1_FORMAT else _read_v2
+        insts = [Instruction(kind, read(index, kind, args),
                              tuple(_decode({"rv": o}) for o in outs))
-                 for kind, args, outs in doc["insts"]]
+                 for index, (kind, args, outs) in enumerate(doc["insts"])]
         return Trace(insts, {int(k): _decode(v) for k, v in doc["decisions"]})
 
     def script(self) -> str:
         """Python that rebuilds the schedule, given `sch = tessel.Schedule(func)`."""
         lines = []
         for index, inst in enumerate(self.instructions):
-            args = [f"{k}={_py(v)}" for k, v in inst.args]
+            kind = INSTRUCTIONS.get(inst.kind)
+            if kind is not None and kind.variadic:  # fuse(l0, l1): the values, positionally
+                args = [_py(v) for v in kind.call_args(tuple(v for _, v in inst.args))]
+            else:
+                args = [f"{k}={_py(v)}" for k, v in inst.args]
             if index in self.decisions:
                 args.append(f"decision={_py(self.decisions[index])}")
             call = f"sch.{inst.kind}({', '.join(args)})"
@@ -218,6 +301,24 @@ def _py(v: Any) -> str:
     if isinstance(v, tuple):
         return "[" + ", ".join(_py(x) for x in v) + "]"
     return repr(v)
+
+
+def _read_v2(index: int, kind: str, values: Any) -> tuple[tuple[str, Any], ...]:
+    params = instruction_kind(kind, index).params
+    check(isinstance(values, list) and len(values) == len(params),
+          f"trace instruction {index} ({kind}) stores {values!r}; this tessel's {kind} takes "
+          f"{len(params)} arguments ({', '.join(params)})")
+    return tuple(zip(params, (_decode(v) for v in values)))
+
+
+def _read_v1(index: int, kind: str, args: Any) -> tuple[tuple[str, Any], ...]:
+    """Arguments stored by name (tessel.trace/1), renamed to today's parameters."""
+    instruction_kind(kind, index)
+    names = V1_ARGS.get(kind)
+    check(names is not None and isinstance(args, dict) and set(args) == set(names),
+          f"trace instruction {index} ({kind}) of format {V1_FORMAT!r} has arguments "
+          f"{tuple(args) if isinstance(args, dict) else args!r}, which that format never had")
+    return _read_v2(index, kind, [args[name] for name in names])
 
 
 def _as_tuple(out: Any) -> tuple:

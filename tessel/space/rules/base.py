@@ -19,7 +19,7 @@ from typing import Protocol, Sequence
 from tessel import ir
 from tessel.ir import REDUCE, Block, BlockRealize, PrimFunc, Var
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
-from tessel.schedule.trace import PURE_KINDS
+from tessel.schedule.trace import is_pure
 from tessel.space.base import SearchSpace, check
 
 
@@ -64,7 +64,7 @@ def _apply(rule: ScheduleRule, sch: Schedule, name: str) -> list[Schedule]:
 
 
 def _transformed(sch: Schedule) -> bool:
-    return any(i.kind not in PURE_KINDS for i in sch.trace.instructions)
+    return any(not is_pure(i.kind) for i in sch.trace.instructions)
 
 
 # ---- block analysis shared by the rules -----------------------------------------------------

@@ -489,23 +489,39 @@ class ComputeLocationPrimitives:
         (decision -2, when compute_inline is legal), drawn uniformly. The decision is the
         index into the legal loops in program order, or -1 / -2."""
         name = self._block_name(block)
-        loops = self._legal_locations(block)
-        choices = list(range(len(loops))) + [-1] + ([-2] if self._can_inline(block) else [])
-        if decision is None:
-            decision = self.rng.choice(choices)
-        check(isinstance(decision, int) and not isinstance(decision, bool)
-              and decision in choices,
-              f"sample_compute_location: decision {decision!r} for block {name} is not one of "
-              f"{choices} ({len(loops)} legal loops, -1 root"
-              f"{', -2 inline' if -2 in choices else '; block cannot be inlined'})")
+        value = self._location(block, decision) if decision is not None else None
+        if value is None:  # draw one, or say why the given one does not fit
+            loops = self._legal_locations(block)
+            choices = list(range(len(loops))) + [-1] + ([-2] if self._can_inline(block) else [])
+            if decision is None:
+                decision = self.rng.choice(choices)
+            check(isinstance(decision, int) and not isinstance(decision, bool)
+                  and decision in choices,
+                  f"sample_compute_location: decision {decision!r} for block {name} is not one "
+                  f"of {choices} ({len(loops)} legal loops, -1 root"
+                  f"{', -2 inline' if -2 in choices else '; block cannot be inlined'})")
+            value = loops[decision] if decision >= 0 else (ROOT if decision == -1 else INLINE)
         self._decision = decision
-        value = loops[decision] if decision >= 0 else (ROOT if decision == -1 else INLINE)
         return self._new(LoopRV, value)
 
-    def _legal_locations(self, block: BlockRV) -> list[Var]:
+    def _location(self, block: BlockRV, decision: Any) -> Var | str | None:
+        """The location a given decision names, None if it names none. Replay checks only
+        the loops up to the chosen one (and none for root), not every loop of the scope."""
+        if not isinstance(decision, int) or isinstance(decision, bool) or decision < -2:
+            return None
+        if decision < 0:
+            return ROOT if decision == -1 else (INLINE if self._can_inline(block) else None)
+        loops = self._legal_locations(block, limit=decision + 1)
+        return loops[decision] if len(loops) > decision else None
+
+    def _legal_locations(self, block: BlockRV, limit: int | None = None) -> list[Var]:
+        """The loops where compute_at(block, loop) is legal, in program order (the first
+        `limit` of them)."""
         path = tree.block_path(self.func, self._block_name(block))
-        legal = []
+        legal: list[Var] = []
         for loop in _scope_loops(tree.scope_block(path)):
+            if limit is not None and len(legal) >= limit:
+                break
             trial = self.copy()
             try:
                 trial.compute_at(block, trial._new(LoopRV, loop.loop_var))

@@ -88,6 +88,21 @@ def collect(node: Any, kind: type | tuple[type, ...]) -> list[Any]:
     return found
 
 
+def collect_stmts(node: Any, kind: type | tuple[type, ...]) -> list[Any]:
+    """As collect, for statement kinds: does not look inside expressions, regions and
+    iteration variables, where no statement can be."""
+    found: list[Any] = []
+
+    def visit(n: Any) -> bool | None:
+        if n is not node and not isinstance(n, Stmt):
+            return False
+        if isinstance(n, kind):
+            found.append(n)
+        return None
+    walk(node, visit)
+    return found
+
+
 def free_vars(node: Any) -> set[Var]:
     return set(collect(node, Var))
 
@@ -97,7 +112,7 @@ def uses_var(node: Any, var: Var) -> bool:
 
 
 def written_buffers(node: Any) -> set[Buffer]:
-    return {s.buffer for s in collect(node, BufferStore)}
+    return {s.buffer for s in collect_stmts(node, BufferStore)}
 
 
 def read_buffers(node: Any) -> set[Buffer]:
@@ -106,7 +121,7 @@ def read_buffers(node: Any) -> set[Buffer]:
 
 def blocks(node: Any) -> list[Block]:
     """All blocks under `node` in program order (the root block included)."""
-    return collect(node, Block)
+    return collect_stmts(node, Block)
 
 
 def block_realizes(node: Any) -> list[BlockRealize]:

@@ -241,3 +241,27 @@ def test_claims_give_each_program_to_one_live_run(tmp_path):
         assert db.claim(func, HOST, ["c"], "run 3") == [True]
         last, records = db.new_records(func, HOST)
         assert len(records) == 1 and db.new_records(func, HOST, last) == (last, [])
+
+
+def test_a_second_connection_does_not_reopen_the_file_under_the_first(tmp_path, monkeypatch):
+    """Closing any descriptor of a file drops this process's POSIX locks on it, SQLite's
+    included: the header is read directly only while no Database of this process has it."""
+    import builtins
+    path = tmp_path / "records.db"
+    opened = []
+    real_open = builtins.open
+
+    def spy(file, *args, **kwargs):
+        opened.append(os.path.realpath(file) if isinstance(file, (str, os.PathLike)) else file)
+        return real_open(file, *args, **kwargs)
+    Database(path).close()
+    monkeypatch.setattr(builtins, "open", spy)
+    first = Database(path)
+    assert opened == [os.path.realpath(path)]  # its header checked once, nothing open yet
+    second = Database(path)
+    third = Database(path)
+    assert opened == [os.path.realpath(path)]
+    for db in (second, first, third):
+        db.close()
+    Database(path).close()  # all closed: checked again
+    assert opened == [os.path.realpath(path)] * 2

@@ -42,6 +42,10 @@ FORMAT = "tessel.database"
 SCHEMA_VERSION = 3
 CLAIM_TTL_S = 3600.0  # a claim not committed after this long is taken over (its run hung)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# files this process holds open through a Database, with how many connections: closing any
+# descriptor of a file drops every POSIX lock this process holds on it, SQLite's included
+# (sqlite.org/howtocorrupt.html, 2.2), so an open file's header is never read directly
+_OPEN_FILES: dict[Path, int] = {}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS workloads (key TEXT PRIMARY KEY, name TEXT NOT NULL,
@@ -97,6 +101,7 @@ class Database:
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._verified: set[str] = set()  # target keys whose stored fingerprint was compared
+        self._file: Path | None = None
         existed = self._check_file()
         self._conn = None
         try:
@@ -109,6 +114,8 @@ class Database:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
+            self._file = self.path.resolve()
+            _OPEN_FILES[self._file] = _OPEN_FILES.get(self._file, 0) + 1
         except (sqlite3.Error, DatabaseError) as err:
             if self._conn is not None:
                 self._conn.close()  # no -wal/-shm files left beside a refused file
@@ -127,6 +134,8 @@ class Database:
         except OSError as err:
             raise DatabaseError(f"cannot create the directory of {self.path}: "
                                 f"{err.strerror or err}") from None
+        if self.path.resolve() in _OPEN_FILES:
+            return True  # checked when first opened; reading it now would drop its locks
         if self.path.exists() and self.path.stat().st_size > 0:
             with open(self.path, "rb") as file:
                 magic = file.read(len(_SQLITE_MAGIC))
@@ -370,6 +379,10 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            count = _OPEN_FILES.pop(self._file, 0) - 1 if self._file is not None else 0
+            if count > 0:
+                _OPEN_FILES[self._file] = count
+            self._file = None
 
     def __enter__(self) -> "Database":
         return self

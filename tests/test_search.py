@@ -10,6 +10,7 @@ from tessel import ops
 from tessel.measure import MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace
 from tessel.search import STRATEGIES, SearchError, make_strategy, program_key
+from tessel.space import SearchSpace
 
 WORKLOAD = ops.matmul(48, 32, 16)
 
@@ -22,12 +23,18 @@ def design(sch: Schedule) -> None:
     sch.annotate(c, "unroll", sch.sample_categorical([0, 16, 64], [1 / 3] * 3))
 
 
-class TileSpace:
+class TileSpace(SearchSpace):
     """A tiny space: two tilings and an unroll choice; mutation resamples one decision."""
+    name = "tiles"
+
     def __init__(self):
-        sch = Schedule(WORKLOAD, seed=0)
+        super().__init__()
+        self.design = self.generate(WORKLOAD)[0].trace
+
+    def generate(self, func, seed=0):
+        sch = Schedule(func, seed=seed)
         design(sch)
-        self.design = sch.trace
+        return [sch]
 
     def sample(self, func, rng):
         return Trace(self.design.instructions).apply(Schedule(func, seed=rng.randrange(2**31)))
@@ -35,7 +42,7 @@ class TileSpace:
     def replay(self, func, trace):
         return trace.apply(Schedule(func))
 
-    def mutate(self, func, trace, rng):
+    def mutate(self, func, trace, rng, mutators=(), postprocs=()):
         site = rng.choice(trace.sampling_sites())
         decisions = {k: v for k, v in trace.decisions.items() if k != site}
         try:

@@ -121,6 +121,12 @@ class CostModel(ABC):
             return np.zeros(0)
         return np.asarray(self.score(self.encode(candidates)), dtype=np.float64)
 
+    def predict_with_std(self, candidates: Sequence[MeasureCandidate]
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Mean scores and their uncertainty (for the EI and UCB acquisitions); None: this
+        model gives no uncertainty (the bootstrapped ensemble does)."""
+        return None
+
     def save(self, path: str | Path) -> None:
         """Write the model (its data and trained state) to `path`."""
         with open(path, "wb") as f:

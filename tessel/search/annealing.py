@@ -119,10 +119,12 @@ class AnnealingSearch(SearchStrategy):
     def score(self, batch: list[Proposal]) -> np.ndarray:
         if not batch:
             return np.zeros(0)
-        if self.acquisition == "mean" or not hasattr(self.cost_model, "predict_with_std"):
+        if self.acquisition == "mean" or self.cost_model is None:
             return self.predict(batch)
-        cands = [p.candidate(self.workload) for p in batch]
-        mean, std = (np.asarray(a, dtype=float) for a in self.cost_model.predict_with_std(cands))
+        pair = self.cost_model.predict_with_std([p.candidate(self.workload) for p in batch])
+        if pair is None:  # a model without uncertainty: its mean
+            return self.predict(batch)
+        mean, std = (np.asarray(a, dtype=float) for a in pair)
         if self.acquisition == "ucb":
             return mean + self.kappa * std
         return _expected_improvement(mean, std, best=float(mean.max()))

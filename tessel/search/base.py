@@ -110,12 +110,11 @@ class SearchStrategy(ABC):
         return Proposal(sch.trace, final.func, self._knobs(sch.trace))
 
     def _knobs(self, trace: Trace) -> tuple[Any, ...] | None:
-        if not hasattr(self.space, "config_of"):
-            return None
         try:
-            return self.space.config_of(self.workload, trace).choices
+            config = self.space.config_of(self.workload, trace)
         except ValueError:
             return None
+        return config.choices if config is not None else None
 
     def replay(self, trace: Trace) -> Proposal | None:
         try:
@@ -145,39 +144,14 @@ class SearchStrategy(ABC):
         return [p for p in map(self.finalize, schedules) if p is not None]
 
     def mutate(self, p: Proposal) -> Proposal | None:
-        """A valid neighbour of `p`, or None: for a template, one knob changed; otherwise one
-        decision changed by a mutator picked by `mutator_probs`."""
-        if hasattr(self.space, "mutate"):  # a space that mutates its own traces
-            return self.finalize(self.space.mutate(self.workload, p.trace, self.rng))
-        if hasattr(self.space, "config_space"):
-            return self._mutate_knob(p)
-        if not self.mutators:
-            return None
-        mutator = self.rng.choices([m for m, _ in self.mutators],
-                                   weights=[w for _, w in self.mutators])[0]
-        trace = mutator.apply(self.workload, p.trace, self.rng, self.space, self.postprocs)
-        return self.replay(trace) if trace is not None else None
-
-    def _mutate_knob(self, p: Proposal) -> Proposal | None:
-        cs = self.space.config_space(self.workload)
+        """A valid neighbour of `p` from the space (a template changes one knob; other spaces
+        change one decision with a mutator drawn by `mutator_probs`), or None."""
         try:
-            choices = list(self.space.config_of(self.workload, p.trace).choices)
-        except ValueError:
+            sch = self.space.mutate(self.workload, p.trace, self.rng, self.mutators,
+                                    self.postprocs)
+        except (ScheduleError, ValueError):
             return None
-        movable = [k for k, dim in enumerate(cs.dims) if dim > 1]
-        for _ in range(MAX_SAMPLE_TRIES):
-            if not movable:
-                return None
-            k = self.rng.choice(movable)
-            new = list(choices)
-            new[k] = self.rng.choice([c for c in range(cs.dims[k]) if c != choices[k]])
-            try:
-                out = self.finalize(self.space.apply_config(self.workload, cs.from_choices(new)))
-            except (ScheduleError, ValueError):
-                continue
-            if out is not None:
-                return out
-        return None
+        return self.finalize(sch)
 
     def take_new(self, candidates: Iterable[Proposal], n: int,
                  taken: set[str] | None = None) -> list[Proposal]:

@@ -10,7 +10,7 @@ class GridSearch(SearchStrategy):
 
     def __init__(self, space, workload, **kw) -> None:
         super().__init__(space, workload, **kw)
-        if not hasattr(space, "config_space"):
+        if space.config_space(workload) is None:
             raise SearchError(f"grid search needs a template space with knobs; {space!r} has "
                               "none (use random, evolutionary or annealing)")
         self.next_index = 0

@@ -1,11 +1,13 @@
 """The SearchSpace interface and the spaces that wrap plain Python: functions and unions.
 
 A search space is a set of programs that all compute what one workload computes, given as
-*traces*. Every space answers three questions:
+*traces*. Every space answers these questions (search strategies ask nothing else):
 
     designs = space.designs(func)          # design-space traces (sampling instructions inside)
     sch = space.sample(func, rng)          # one random member: a Schedule with its trace
     sch = space.replay(func, trace)        # a trace (e.g. with mutated decisions) -> Schedule
+    sch = space.mutate(func, trace, rng, mutators, postprocs)   # a neighbour, or None
+    cs = space.config_space(func)          # its knobs (AutoTVM templates), or None: no knobs
 
 Rule spaces (tessel.space.rules) and template spaces (tessel.space.templates) are the two
 big families; `FunctionSpace` makes a space of any probabilistic program written as a Python
@@ -15,12 +17,17 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.ir.structural import structural_hash
 from tessel.schedule import Schedule, ScheduleError, Trace
+
+if TYPE_CHECKING:
+    from tessel.space.config import Config, ConfigSpace
+    from tessel.space.mutators import Mutator
+    from tessel.space.postproc import Postproc
 
 MAX_SAMPLE_TRIES = 16  # random draws per sample() before giving up
 
@@ -74,6 +81,30 @@ class SearchSpace(ABC):
     def replay(self, func: PrimFunc, trace: Trace) -> Schedule:
         """Rebuild the schedule a trace describes (ScheduleError when it does not fit)."""
         return trace.apply(Schedule(func))
+
+    def mutate(self, func: PrimFunc, trace: Trace, rng: random.Random,
+               mutators: Sequence[tuple["Mutator", float]],
+               postprocs: Sequence["Postproc"] = ()) -> Schedule | None:
+        """A neighbour of `trace`: one decision changed by a mutator drawn by weight, replayed
+        and passing `postprocs`; None when the mutator finds none."""
+        if not mutators:
+            return None
+        mutator = rng.choices([m for m, _ in mutators], weights=[w for _, w in mutators])[0]
+        new = mutator.apply(func, trace, rng, self, postprocs)
+        return self.replay(func, new) if new is not None else None
+
+    # ---- knobs: AutoTVM template spaces have them (templates/base.py); others do not ----
+
+    def config_space(self, func: PrimFunc) -> "ConfigSpace | None":
+        """The knobs of `func`'s programs in this space; None: this space has no knobs."""
+        return None
+
+    def config_of(self, func: PrimFunc, trace: Trace) -> "Config | None":
+        """The knob values a trace of this space stands for; None: no knobs."""
+        return None
+
+    def apply_config(self, func: PrimFunc, config: "Config") -> Schedule:
+        raise SpaceError(f"{self.name}: a space without knobs has no configs to apply")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

@@ -20,12 +20,16 @@ control flow of the template, so `replay` runs the template again with the decod
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tessel.ir import PrimFunc
 from tessel.ir.structural import structural_hash
 from tessel.schedule import IntRV, LoopRV, Schedule, ScheduleError, Trace
 from tessel.space.base import MAX_SAMPLE_TRIES, SearchSpace, SpaceError, check
+from tessel.space.postproc import Postproc, postprocess
+
+if TYPE_CHECKING:
+    from tessel.space.mutators import Mutator
 from tessel.space.config import (Config, ConfigSpace, Knob, annotate_entities, reorder_entities,
                                  split_entities)
 
@@ -172,6 +176,31 @@ class TemplateSpace(SearchSpace):
         except SpaceError as err:
             raise ScheduleError(str(err)) from None
         return self.apply_config(func, config)
+
+    def mutate(self, func: PrimFunc, trace: Trace, rng: random.Random,
+               mutators: Sequence[tuple["Mutator", float]] = (),
+               postprocs: Sequence[Postproc] = ()) -> Schedule | None:
+        """A neighbour: one knob changed (AutoTVM's move), legal and passing `postprocs`.
+        Template spaces do not use trace mutators."""
+        space = self.config_space(func)
+        try:
+            choices = list(self.config_of(func, trace).choices)
+        except ValueError:  # SpaceError: the trace is not one of this template's
+            return None
+        movable = [k for k, dim in enumerate(space.dims) if dim > 1]
+        for _ in range(MAX_SAMPLE_TRIES):
+            if not movable:
+                return None
+            k = rng.choice(movable)
+            new = list(choices)
+            new[k] = rng.choice([c for c in range(space.dims[k]) if c != choices[k]])
+            try:
+                sch = self.apply_config(func, space.from_choices(new))
+            except (ScheduleError, ValueError):  # an illegal config
+                continue
+            if not postprocs or postprocess(sch, postprocs) is not None:
+                return sch
+        return None
 
 
 __all__ = ["Template", "TemplateContext", "TemplateSpace"]

@@ -30,7 +30,7 @@ from tessel import ir
 from tessel.codegen import build
 from tessel.codegen.asm import hot_loop, summary
 from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.target import Target
 
 from common import best_secs, gflops, settle

@@ -26,7 +26,7 @@ from tessel.codegen import Module
 from tessel.codegen.asm import summary
 from tessel.codegen.compiler import compile_shared
 from tessel.database import Database
-from tessel.tune import best_func
+from tessel.tuning import best_func
 
 from common import best_secs, gflops
 from tune_vs_reference import reference

@@ -5,6 +5,8 @@
     func = ops.matmul(1024, 1024, 1024)
     mod = tessel.build(func, tessel.Target("host"))
 """
+import logging
+
 from tessel import ir, ops, te
 from tessel.errors import TesselError
 from tessel.codegen import CodegenError, CompileError, Module, build, generate_c
@@ -15,15 +17,15 @@ from tessel.database import Database, DatabaseError, TuningRecord
 from tessel.measure import (DaskRunner, LocalBuilder, LocalRunner, MeasureCandidate,
                             MeasureResult)
 
+logging.getLogger("tessel").addHandler(logging.NullHandler())  # silent unless configured
 __version__ = "0.1.0"
 __all__ = ["TesselError", "ir", "te", "ops", "build", "Module", "generate_c", "Target", "TargetError",
            "PrimFunc", "CodegenError", "CompileError", "Schedule", "ScheduleError", "Trace"]
 __all__ += ["Database", "DatabaseError", "TuningRecord", "LocalBuilder", "LocalRunner",
             "DaskRunner", "MeasureCandidate", "MeasureResult"]
-from tessel.task import Task
-from tessel.scheduler import TaskScheduler
-from tessel.tune import TuneError, TuneResult, apply_best, tune, tune_model, tune_tasks
-from tessel.graph.executor import CompiledModel, compile_model
+from tessel.tuning import (Task, TaskScheduler, TuneError, TuneResult, apply_best, tune,
+                           tune_tasks)
+from tessel.graph.executor import CompiledModel, compile_model, tune_model
 
 __all__ += ["Task", "TaskScheduler", "TuneError", "TuneResult", "apply_best", "tune",
             "tune_tasks", "tune_model", "compile_model", "CompiledModel"]

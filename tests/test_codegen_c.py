@@ -10,7 +10,7 @@ from tessel import ir, te
 from tessel.codegen import CodegenError, asm_for, build, generate_c
 from tessel.codegen.c import float_literal
 from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.target import Target
 
 GOLDEN = Path(__file__).parent / "golden"

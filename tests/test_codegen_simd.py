@@ -14,7 +14,7 @@ from tessel.codegen import asm_for, build, generate_c
 from tessel.codegen.c_expr import Lin
 from tessel.codegen.simd import Chunk, chunk_plan, plan_slots
 from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.target import Target
 from isa import ISA_PRESETS, fmas, hot_loop, spills
 

@@ -12,7 +12,7 @@ from tessel.database import Database, DatabaseError, TuningRecord
 from tessel.database.recover import check_file, recover
 from tessel.ir import structural_hash
 from tessel.space import default_postprocs, final_func
-from tessel.tune import TuneError
+from tessel.tuning import TuneError
 
 from test_tune import FakeRunner, fake_tune
 

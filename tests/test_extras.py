@@ -41,7 +41,7 @@ def test_cli_names_the_missing_extra_in_one_line(argv, blocked, message, monkeyp
 
 
 def test_report_plot_and_onnx_import_name_their_extras(monkeypatch, tmp_path):
-    from tessel import report
+    from tessel.tuning import report
     from tessel.graph.executor import load_model
     block(monkeypatch, "matplotlib", "onnx")
     with pytest.raises(MissingExtra, match=r"plotting tuning curves needs matplotlib: "
@@ -65,7 +65,7 @@ def test_the_default_cost_model_needs_only_core_dependencies():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = " ".join(project["dependencies"])
     assert "xgboost" in core and "numpy" in core
-    from tessel.cli_tune import add_commands
+    from tessel.cli.tune import add_commands
     import argparse
     sub = argparse.ArgumentParser().add_subparsers()
     add_commands(sub)

@@ -11,7 +11,7 @@ from tessel.database import Database
 from tessel.measure import LocalBuilder, LocalRunner, MeasureCandidate, MeasureResult
 from tessel.measure import load
 from tessel.measure.session import RunConfig
-from tessel.progress import TuneProgress
+from tessel.tuning.progress import TuneProgress
 
 HOST = Target("host")
 

@@ -7,7 +7,7 @@ import pytest
 from tessel import ir, te
 from tessel.codegen import Module, build, compiler
 from tessel.ir import Buffer, BufferStore, For, IterVar, Var, const, realize
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.target import Target
 
 

@@ -8,7 +8,7 @@ import pytest
 import tessel
 from tessel import ir, ops
 from tessel.ir import Block, Buffer, BufferStore, For, IterVar, Var, const, realize
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.passes import compact_buffers
 from tessel.schedule import Schedule
 

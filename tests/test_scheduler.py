@@ -4,8 +4,8 @@ import pytest
 
 from conftest import make_matmul
 from tessel import Target, ops
-from tessel.scheduler import TaskScheduler
-from tessel.task import Task, TaskError
+from tessel.tuning.scheduler import TaskScheduler
+from tessel.tuning.task import Task, TaskError
 
 TARGET = Target("x86_64-avx2")
 

@@ -10,8 +10,8 @@ from tessel import ops
 from tessel.database import Database
 from tessel.ir import structural_hash
 from tessel.measure import MeasureResult
-from tessel.task import Task
-from tessel.tune import TuneError, apply_best, tune, tune_tasks
+from tessel.tuning.task import Task
+from tessel.tuning import TuneError, apply_best, tune, tune_tasks
 
 TARGET = tessel.Target("x86_64-avx2", cores=2)
 SMALL = {"evolutionary": dict(population=12, generations=1),
@@ -126,7 +126,7 @@ def test_tune_tasks_spreads_the_budget(tmp_path):
 def test_resumed_tasks_give_the_scheduler_their_stored_tuning_curves(tmp_path, monkeypatch):
     """A second tune_tasks replays each task's stored records as rounds of batch_size, so the
     gradient scheduler knows how long a task has gone without improving."""
-    from tessel.scheduler import TaskScheduler
+    from tessel.tuning.scheduler import TaskScheduler
     tasks = [Task(ops.matmul(32, 24, 16), TARGET, "a"), Task(ops.matmul(16, 40, 8), TARGET, "b")]
     kw = dict(cost_model="random", database=tmp_path / "r.db", builder=FakeBuilder(),
               batch_size=4, progress=False, strategy="random")
@@ -174,3 +174,43 @@ def test_bad_arguments_are_named(kw, match):
         tune(ops.matmul(8, 8, 8), TARGET, **({"trials": 4} | kw), progress=False)
     with pytest.raises(TuneError, match="needs a PrimFunc"):
         tune("GMM", TARGET, 4)
+
+
+class ErrorEveryThird(FakeRunner):
+    """Every third program fails to run (a "runtime_error" with a message)."""
+    def run(self, cands, builds):
+        out = super().run(cands, builds)
+        return [MeasureResult.error("runtime_error", f"kernel {k} crashed\nat line 3")
+                if (len(self.keys) - len(out) + k) % 3 == 2 else r for k, r in enumerate(out)]
+
+
+def test_user_callbacks_see_every_batch_after_it_is_stored(tmp_path):
+    seen = []
+
+    def callback(run, batch, results):
+        stored = Database(run.db.path).count(run.task.workload, run.task.target)
+        seen.append((len(batch), len(results), run.done, stored))
+    fake_tune(ops.matmul(32, 32, 32), 10, tmp_path / "r.db", callbacks=[callback])
+    assert [n for n, _, _, _ in seen] == [4, 4, 2]
+    assert all(n == m for n, m, _, _ in seen)
+    assert [done for _, _, done, _ in seen] == [4, 8, 10]
+    assert [stored for _, _, _, stored in seen] == [4, 8, 10]  # committed before it is called
+
+
+def test_the_tessel_logger_says_each_batch_and_each_kind_of_error(tmp_path, caplog):
+    caplog.set_level("INFO", logger="tessel")
+    fake_tune(ops.matmul(32, 32, 32), 8, tmp_path / "r.db", runner=ErrorEveryThird())
+    batches = [r for r in caplog.records if r.levelname == "INFO"]
+    assert len(batches) == 2 and "trials in all" in batches[0].getMessage()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2  # one per batch: its only kind of error
+    assert all("runtime_error in this batch, e.g.: kernel" in w and "line 3" not in w
+               for w in warnings)
+
+
+def test_tune_closes_the_database_it_opened_and_keeps_one_it_was_given(tmp_path):
+    db = Database(tmp_path / "given.db")
+    fake_tune(ops.matmul(16, 16, 16), 4, db)
+    assert db.count() == 4  # still open
+    fake_tune(ops.matmul(16, 16, 16), 4, tmp_path / "own.db")
+    assert not list(tmp_path.glob("own.db-wal"))  # closed: SQLite removed its WAL

@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Sequence
 from tessel.arith import intset, rewrite
 from tessel.arith.analyzer import Analyzer, ArithError, RangeLike, as_range
 from tessel.arith.canonical import Sum
+from tessel.arith.linear import const_offset
 from tessel.ir import (Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, Expr,
                        For, IfThenElse, Range, SeqStmt, Stmt, Var, collect, substitute)
 
@@ -164,3 +165,39 @@ class _Accesses:
         if b.init is not None:
             self.stmt(b.init, vmap, loops)
         self.stmt(b.body, vmap, loops)
+
+
+def detect_regions(buffers: list[tuple[Buffer, tuple[Expr, ...]]]) -> tuple[BufferRegion, ...]:
+    """Regions covering a list of (buffer, indices) accesses, one region per buffer.
+
+    Identical accesses give a point region; accesses that differ in a dimension by constant
+    offsets give the covering interval; anything else covers the whole dimension.
+    """
+    grouped: dict[Buffer, list[tuple[Expr, ...]]] = {}
+    for buf, idx in buffers:
+        grouped.setdefault(buf, []).append(idx)
+    regions = []
+    for buf, accesses in grouped.items():
+        dims = []
+        for d, n in enumerate(buf.shape):
+            first = accesses[0][d]
+            offsets = [const_offset(a[d], first) for a in accesses]
+            if all(o is not None for o in offsets):
+                lo, hi = min(offsets), max(offsets)
+                dims.append(Range.of(first + lo, hi - lo + 1))
+            else:
+                dims.append(Range.of(0, n))
+        regions.append(BufferRegion(buf, tuple(dims)))
+    return tuple(regions)
+
+
+def block_regions(body: Stmt, init: Stmt | None = None
+                  ) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
+    """(reads, writes) of a block body. A buffer that is stored is not listed as read
+    because of the reduction's own accumulator load (TensorIR's convention)."""
+    stmts = [body] + ([init] if init is not None else [])
+    stores = [(s.buffer, s.indices) for x in stmts for s in collect(x, BufferStore)]
+    written = {b for b, _ in stores}
+    loads = [(e.buffer, e.indices) for x in stmts for e in collect(x, BufferLoad)
+             if e.buffer not in written]
+    return detect_regions(loads), detect_regions(stores)

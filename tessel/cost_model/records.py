@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from tessel.cost_model.base import check
 from tessel.ir import PrimFunc, from_json
 from tessel.measure import MeasureCandidate, MeasureResult
+from tessel.schedule import Schedule, ScheduleError, Trace
 
 FIXTURE_FORMAT = "tessel.transfer_fixture/1"
 Pair = tuple[MeasureCandidate, MeasureResult]
@@ -25,7 +26,6 @@ Pair = tuple[MeasureCandidate, MeasureResult]
 def replay(workload: PrimFunc, trace: Any, result: MeasureResult,
            knobs: tuple | None = None) -> Pair | None:
     """The candidate a trace makes on `workload`, paired with its result; None if it fails."""
-    from tessel.schedule import Schedule, ScheduleError
     try:
         func = trace.apply(Schedule(workload)).func
     except ScheduleError:
@@ -52,7 +52,6 @@ def pairs_from_database(db: Any, target: Any = None,
 
 def pairs_from_fixture(path: str | Path, limit: int | None = None) -> dict[str, list[Pair]]:
     """{workload name: pairs} of a measurement fixture (the first `limit` per workload)."""
-    from tessel.schedule import Trace
     with gzip.open(path, "rt") as f:
         data = json.load(f)
     check(data.get("format") == FIXTURE_FORMAT,

@@ -9,8 +9,8 @@ from typing import Any, Sequence
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.measure.result import MeasureCandidate, MeasureResult
+from tessel.schedule import Trace
 from tessel.target import Target
-
 
 RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_kind, error_msg, "
                   "build_secs, run_secs, timestamp, run, flags")  # the order of TuningRecord.row()
@@ -72,7 +72,6 @@ class TuningRecord:
 
     def trace(self) -> Any:
         """The tessel.Trace that made the candidate (None for a hand-written program)."""
-        from tessel.schedule import Trace
         return Trace.from_json(self.trace_json) if self.trace_json is not None else None
 
     def row(self) -> tuple:

@@ -33,7 +33,7 @@ from tessel.schedule import Schedule, ScheduleError
 from tessel.space import default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
 from tessel.target import Target
-from tessel.task import Task
+from tessel.tuning import Task, TuneResult, best_func, tune_tasks
 
 
 FALLBACKS = ("prior", "unscheduled")
@@ -88,6 +88,20 @@ def model_tasks(graph: Graph, target: Target) -> tuple[list[GroupKernel], list[T
     return kernels, extract_tasks(kernels, target)
 
 
+def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
+               database: str | Path | Database | None = "tessel.db",
+               input_shapes: dict | None = None, example_inputs: tuple | None = None,
+               **options: Any) -> list[TuneResult]:
+    """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
+    a torch module with `example_inputs`) within `trials` measurements in all, shared by the
+    task scheduler; `options` go to `tune_tasks`. `tessel.compile_model` then runs the model
+    with what the database holds."""
+    target = target if target is not None else Target("host")
+    graph = load_model(model, input_shapes, example_inputs)
+    _, tasks = model_tasks(graph, target)
+    return tune_tasks(tasks, trials, database=database, **options)
+
+
 def compile_model(model: Any, target: Target | None = None,
                   database: str | Path | Database | None = None, *,
                   input_shapes: dict[str, Sequence[int]] | None = None,
@@ -98,7 +112,6 @@ def compile_model(model: Any, target: Target | None = None,
     register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
     unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
     constant weight into a packed layout get it packed once, here (tessel.graph.prepack)."""
-    from tessel.tune import best_func
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
@@ -274,4 +287,5 @@ def _view(block: np.ndarray, graph: Graph, value: str) -> np.ndarray:
     return block[:t.nbytes].view(t.dtype).reshape(t.shape)
 
 
-__all__ = ["CompiledModel", "TaskStatus", "compile_model", "load_model", "model_tasks"]
+__all__ = ["CompiledModel", "TaskStatus", "compile_model", "load_model", "model_tasks",
+           "tune_model"]

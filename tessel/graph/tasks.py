@@ -21,7 +21,7 @@ from tessel.graph.ir import Graph, Node
 from tessel.graph.ops import OPS, broadcast_shape
 from tessel.ir import PrimFunc, structural_hash
 from tessel.target import Target
-from tessel.task import Task
+from tessel.tuning.task import Task
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ class Runner(Protocol):
 
 class Builder(Protocol):
     def build(self, candidates: Sequence[MeasureCandidate]) -> list[BuildResult]:
+        """One build result per candidate, in order: an artifact or the error."""
+        ...
+
+    def close(self) -> None:
         ...
 
 

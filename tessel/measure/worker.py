@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from tessel.codegen.compiler import compile_shared
 from tessel.measure.child import serve
+from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
@@ -232,8 +234,6 @@ def _calibrate(lib: ctypes.CDLL, args, number: int, min_secs: float) -> int:
 
 
 def _flush_timer() -> Any:
-    from tessel.codegen.compiler import compile_shared
-    from tessel.target import Target
     lib = ctypes.CDLL(str(compile_shared(_FLUSH_SOURCE, Target("host"))))
     fn = lib.tessel_time_flushed
     fn.argtypes = [ctypes.c_void_p, _ARGS, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,

@@ -16,7 +16,7 @@ from typing import Any
 from tessel import arith, ir
 from tessel.ir import (SCOPES, Block, BlockRealize, Buffer, BufferRegion, Expr, For, IntImm,
                        IterVar, PrimFunc, Stmt, Var)
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.schedule import tree
 from tessel.schedule.base import instruction
 from tessel.schedule.trace import BlockRV, check

@@ -19,7 +19,7 @@ from typing import Any
 from tessel import arith, ir
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Expr, For,
                        IntImm, PrimFunc, Range, Var)
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.schedule import tree
 from tessel.schedule.base import instruction
 from tessel.schedule.trace import BlockRV, LoopRV, ScheduleError, check

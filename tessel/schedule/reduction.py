@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tessel import arith, ir
 from tessel.ir import (REDUCE, SPATIAL, BinOp, Block, BlockRealize, Buffer, BufferLoad,
                        BufferStore, Expr, FloatImm, For, IntImm, IterVar, Stmt, Var)
-from tessel.lower import block_regions
+from tessel.arith import block_regions
 from tessel.schedule import tree
 from tessel.schedule.base import instruction
 from tessel.schedule.cache import unique_name, with_root_alloc

@@ -6,7 +6,13 @@
 from __future__ import annotations
 
 from tessel.search.annealing import AnnealingSearch
-from tessel.search.base import MUTATOR_PROBS, Proposal, SearchError, SearchStrategy, program_key
+from tessel.search.base import (
+    MUTATOR_PROBS,
+    Proposal,
+    SearchError,
+    SearchStrategy,
+    program_key,
+)
 from tessel.search.evolutionary import EvolutionarySearch
 from tessel.search.genetic import GeneticSearch
 from tessel.search.grid import GridSearch

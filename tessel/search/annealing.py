@@ -18,8 +18,15 @@ import math
 
 import numpy as np
 
-from tessel.search.base import (Proposal, SearchError, SearchStrategy, decision_items,
-                                program_key)
+from tessel.ir import PrimFunc
+from tessel.search.base import (
+    Proposal,
+    SearchError,
+    SearchStrategy,
+    decision_items,
+    program_key,
+)
+from tessel.space import SearchSpace
 
 ACQUISITIONS = ("mean", "ucb", "ei")
 
@@ -27,7 +34,8 @@ ACQUISITIONS = ("mean", "ucb", "ei")
 class AnnealingSearch(SearchStrategy):
     name = "annealing"
 
-    def __init__(self, space, workload, *, n_chains: int = 16, max_steps: int = 40,
+    def __init__(self, space: SearchSpace, workload: PrimFunc, *,
+                 n_chains: int = 16, max_steps: int = 40,
                  early_stop: int = 8, temperature: tuple[float, float] = (1.0, 0.0),
                  lam: float = 2.0, alpha: float = 0.1, epsilon: float = 0.05,
                  acquisition: str = "mean", kappa: float = 1.0, **kw) -> None:

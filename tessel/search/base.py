@@ -26,10 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from tessel.cost_model import CostModel
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc, structural_hash
 from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.space import MUTATORS, Mutator, Postproc, SearchSpace, postprocess
+from tessel.space.priors import prior_schedules
 
 MAX_SAMPLE_TRIES = 8  # per wanted sample, before a strategy calls the space exhausted
 # MetaSchedule's CPU defaults: how often each mutator is picked
@@ -57,9 +60,10 @@ def program_key(p: Proposal | Schedule) -> str:
 class SearchStrategy(ABC):
     name = "strategy"
 
-    def __init__(self, space, workload: PrimFunc, *, cost_model=None, seed: int = 0,
-                 postprocs: Sequence[Any] = (), mutator_probs: Mapping[str, float] | None = None
-                 ) -> None:
+    def __init__(self, space: SearchSpace, workload: PrimFunc, *,
+                 cost_model: CostModel | None = None, seed: int = 0,
+                 postprocs: Sequence[Postproc] = (),
+                 mutator_probs: Mapping[str, float] | None = None) -> None:
         self.space, self.workload, self.cost_model = space, workload, cost_model
         self.postprocs = list(postprocs)
         self.rng = random.Random(seed)
@@ -103,7 +107,6 @@ class SearchStrategy(ABC):
             return None
         final = sch
         if self.postprocs:
-            from tessel.space import postprocess
             final = postprocess(sch, self.postprocs)
             if final is None:
                 return None
@@ -136,7 +139,6 @@ class SearchStrategy(ABC):
     def priors(self) -> list[Proposal]:
         """The space's expert priors (tessel.space.priors): register-blocked programs that a
         search measures before it has data to learn from."""
-        from tessel.space.priors import prior_schedules
         try:
             schedules = prior_schedules(self.space, self.workload)
         except (ScheduleError, ValueError):
@@ -190,8 +192,7 @@ class SearchStrategy(ABC):
         return np.asarray(self.cost_model.predict(cands), dtype=float)
 
 
-def _mutators(probs: Mapping[str, float]) -> list[tuple[Any, float]]:
-    from tessel.space import MUTATORS
+def _mutators(probs: Mapping[str, float]) -> list[tuple[Mutator, float]]:
     unknown = set(probs) - set(MUTATORS)
     if unknown:
         raise SearchError(f"unknown mutator(s) {sorted(unknown)}; known: {sorted(MUTATORS)}")

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from tessel.ir import PrimFunc
 from tessel.search.base import Proposal, SearchError, SearchStrategy, program_key
+from tessel.space import SearchSpace
 
 
 class EvolutionarySearch(SearchStrategy):
     name = "evolutionary"
 
-    def __init__(self, space, workload, *, population: int = 64, generations: int = 3,
+    def __init__(self, space: SearchSpace, workload: PrimFunc, *,
+                 population: int = 64, generations: int = 3,
                  init_measured_ratio: float = 0.2, mutate_prob: float = 0.85,
                  epsilon: float = 0.05, priors: bool = True, **kw) -> None:
         super().__init__(space, workload, **kw)

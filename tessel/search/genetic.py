@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 
+from tessel.ir import PrimFunc
 from tessel.schedule import Trace
 from tessel.search.base import MAX_SAMPLE_TRIES, Proposal, SearchError, SearchStrategy
+from tessel.space import SearchSpace
 
 
 class GeneticSearch(SearchStrategy):
     name = "genetic"
 
-    def __init__(self, space, workload, *, population: int = 32, mutate_prob: float = 0.2,
+    def __init__(self, space: SearchSpace, workload: PrimFunc, *,
+                 population: int = 32, mutate_prob: float = 0.2,
                  **kw) -> None:
         super().__init__(space, workload, **kw)
         if population < 2 or not 0 <= mutate_prob <= 1:

@@ -2,13 +2,15 @@
 not build a valid schedule or were measured before."""
 from __future__ import annotations
 
+from tessel.ir import PrimFunc
 from tessel.search.base import Proposal, SearchError, SearchStrategy
+from tessel.space import SearchSpace
 
 
 class GridSearch(SearchStrategy):
     name = "grid"
 
-    def __init__(self, space, workload, **kw) -> None:
+    def __init__(self, space: SearchSpace, workload: PrimFunc, **kw) -> None:
         super().__init__(space, workload, **kw)
         if space.config_space(workload) is None:
             raise SearchError(f"grid search needs a template space with knobs; {space!r} has "

@@ -13,7 +13,7 @@ Both kinds of space produce traces; see base.py for the interface.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Callable, Sequence, Union
 
 from tessel.space.base import FunctionSpace, SearchSpace, SpaceError, UnionSpace, check
 from tessel.space.config import Config, ConfigSpace, Knob
@@ -29,9 +29,11 @@ from tessel.space.templates import TEMPLATES, TemplateContext, TemplateSpace
 from tessel.target import Target
 
 SPACE_NAMES = ("auto", *TEMPLATES)
+# what make_space accepts: a name, a space, a rule, a function on a Schedule, or a list
+SpaceLike = Union[str, SearchSpace, ScheduleRule, Callable[..., object], Sequence[Any]]
 
 
-def make_space(spec: Any = "auto", target: Target | None = None) -> SearchSpace:
+def make_space(spec: SpaceLike = "auto", target: Target | None = None) -> SearchSpace:
     """A SearchSpace from "auto", a template name, a rule or list of rules, a function on a
     Schedule (one argument: a probabilistic program; two: a template `(cfg, sch)`), a
     SearchSpace, or a list of any of these but rules (their union)."""
@@ -76,7 +78,7 @@ def _arity(fn: Any) -> int:
                for p in params)
 
 
-__all__ = ["make_space", "SPACE_NAMES", "SearchSpace", "SpaceError", "FunctionSpace",
+__all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError", "FunctionSpace",
            "UnionSpace", "RuleSpace", "TemplateSpace", "TemplateContext", "ConfigSpace",
            "Config", "Knob", "TEMPLATES", "RULES", "ScheduleRule", "default_rules",
            "AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from tessel import ir
+from tessel.codegen.c import CodegenError, generate_c
 from tessel.ir import REDUCE, BlockRealize, For, PrimFunc
+from tessel.passes import compact_buffers
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
 from tessel.schedule.reduction import binding_vars
 from tessel.space.base import SpaceError, check
@@ -276,8 +278,6 @@ class VerifyCodegen:
     target: Target
 
     def apply(self, sch: Schedule) -> None:
-        from tessel.codegen.c import CodegenError, generate_c
-        from tessel.passes import compact_buffers
         try:
             generate_c(compact_buffers(sch.func), self.target)
         except CodegenError as err:

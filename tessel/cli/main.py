@@ -22,11 +22,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from tessel import Target, build, ops
+from tessel.cli import db, model, tune
+from tessel.codegen import generate_c
+from tessel.errors import TesselError
+from tessel.measure.dask import serve
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,6 @@ def _time_kernel(mod, arrays: list[np.ndarray], budget_s: float) -> float:
 
 
 def run_suite_workload(name: str, target, budget_s: float = 0.3, seed: int = 0) -> SuiteRow:
-    from tessel import build, ops
     func = ops.SUITE[name]
     inputs = ops.reference_inputs(func, seed=seed)
     (out,) = ops.empty_outputs(func)
@@ -68,7 +75,6 @@ def run_suite_workload(name: str, target, budget_s: float = 0.3, seed: int = 0) 
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
-    from tessel import Target, ops
     target = Target("host")
     names = args.names or list(ops.SUITE)
     unknown = [n for n in names if n not in ops.SUITE]
@@ -90,20 +96,17 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from tessel import ops
     for name in ops.SUITE:
         print(f"{name:<10} {ops.SUITE_DESCRIPTIONS.get(name, '')}")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tessel import Target, ops
     if args.name not in ops.SUITE:
         print(f"tessel show: unknown workload {args.name!r}; see `tessel ops`", file=sys.stderr)
         return 2
     func = ops.SUITE[args.name]
     if args.c:
-        from tessel.codegen import generate_c
         print(generate_c(func, Target("host")))
     else:
         print(func.script())
@@ -111,7 +114,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from tessel.measure.dask import serve
     serve(args.scheduler, args.device, name=args.name)
     return 0
 
@@ -119,6 +121,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tessel", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log each batch and each kind of error (-vv: cost model "
+                             "updates too) on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("suite", help="build and check the workload suite")
     p.add_argument("names", nargs="*", help="workloads to run (default: all)")
@@ -137,20 +142,22 @@ def make_parser() -> argparse.ArgumentParser:
                    help="device key; tuners use DaskRunner(address, device=KEY)")
     p.add_argument("--name", default=None, help="worker name shown by the scheduler")
     p.set_defaults(fn=cmd_worker)
-    from tessel import cli_db, cli_model, cli_tune
-    cli_tune.add_commands(sub)
-    cli_model.add_commands(sub)
-    cli_db.add_commands(sub)
+    tune.add_commands(sub)
+    model.add_commands(sub)
+    db.add_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command. tessel's own errors (bad input, an unusable file, a missing optional
     package: every TesselError) are one line on stderr and exit status 2; Ctrl-C is 130."""
-    from tessel.errors import TesselError
     args = make_parser().parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+                            level=logging.INFO if args.verbose == 1 else logging.DEBUG)
     try:
-        return args.fn(args)
+        with logging_redirect_tqdm():  # log lines go above the progress line, not into it
+            return args.fn(args)
     except TesselError as err:
         print(f"tessel {args.command}: {_one_line(err)}", file=sys.stderr)
         return 2

@@ -1,9 +1,8 @@
-"""tune() and apply_best(): the one place where space, strategy, cost model, builder, runner and
-database are wired together.
+"""tune() and tune_tasks(): the one place where space, strategy, cost model, builder, runner,
+database and measure callbacks are wired together.
 
     result = tessel.tune(ops.SUITE["GMM"], trials=64, database="tessel.db")
     result.best_seconds, result.best_gflops, result.best_trace, result.module
-    mod = tessel.apply_best(ops.SUITE["GMM"], database="tessel.db")
 
 A run resumes from the database: the trials already stored for this workload and target count
 toward `trials`, warm the cost model and are never proposed again. Every batch is committed
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import os
 import signal
@@ -26,29 +24,27 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from tessel import cost_model as cost_models
 from tessel.codegen import Module, build
-from tessel.database import Database, DatabaseError
-from tessel.errors import TesselError
+from tessel.cost_model import CostModel
+from tessel.database import Database, TuningRecord
 from tessel.ir import PrimFunc
-from tessel.measure import LocalBuilder, LocalRunner, MeasureResult
-from tessel.progress import TuneProgress
-from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.measure import Builder, LocalBuilder, LocalRunner, MeasureResult, Runner
+from tessel.schedule import Trace
 from tessel.search import MODEL_BASED, Proposal, SearchStrategy, make_strategy
 from tessel.search.base import program_key
-from tessel.space import SpaceError, default_postprocs, final_func, make_space
+from tessel.space import SpaceLike, default_postprocs, make_space
 from tessel.target import Target
-from tessel.task import Task
-
-
-class TuneError(TesselError, ValueError):
-    """Bad tuning arguments, or (strict mode) nothing tuned for a workload."""
+from tessel.tuning.best import TuneError
+from tessel.tuning.callbacks import MeasureCallback, default_callbacks, update_model
+from tessel.tuning.progress import TuneProgress
+from tessel.tuning.scheduler import TaskScheduler
+from tessel.tuning.task import Task
 
 
 @dataclass(frozen=True)
@@ -79,13 +75,14 @@ class TuneResult:
 
 
 @dataclass
-class _Run:
+class TuneRun:
+    """The state of one task's tuning: what measure callbacks see."""
     task: Task
     strategy: SearchStrategy
-    model: Any
+    model: CostModel | None
     db: Database
-    builder: Any
-    runner: Any
+    builder: Builder
+    runner: Runner
     label: str = ""  # the run's name in the database (tuning curves group by it)
     history: list[Trial] = field(default_factory=list)
     best_seconds: float = math.inf
@@ -93,16 +90,19 @@ class _Run:
     last_gain: int = 0  # trial count at the last improvement
     resumed: list[float] = field(default_factory=list)  # stored records' seconds, oldest first
     last_id: int = 0  # the database's last record of this task this run has taken in
+    callbacks: list[MeasureCallback] = field(default_factory=list)
 
 
 def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
-         space: Any = "auto", strategy: str | SearchStrategy = "evolutionary",
-         cost_model: str | Any = "xgb", database: str | Path | Database | None = None,
-         runner: Any = None, builder: Any = None, batch_size: int = 16, seed: int = 0,
-         early_stopping: int | None = None, rerun_top: int = 3, name: str = "",
-         progress: bool = True, strategy_options: dict | None = None) -> TuneResult:
+         space: SpaceLike = "auto", strategy: str | SearchStrategy = "evolutionary",
+         cost_model: str | CostModel = "xgb", database: str | Path | Database | None = None,
+         runner: Runner | None = None, builder: Builder | None = None, batch_size: int = 16,
+         seed: int = 0, early_stopping: int | None = None, rerun_top: int = 3, name: str = "",
+         progress: bool = True, strategy_options: dict[str, object] | None = None,
+         callbacks: Sequence[MeasureCallback] = ()) -> TuneResult:
     """Search for a fast program of `func` on `target` within `trials` measurements in all
-    (those already in the database included). Returns the best program found, built."""
+    (those already in the database included). Returns the best program found, built.
+    `callbacks` run after each batch, after the built-in ones (tessel.tuning.callbacks)."""
     _check_args(func, trials, batch_size, early_stopping)
     task = Task(func, target if target is not None else Target("host"), name)
     run = _setup(task, space, strategy, cost_model, database, runner, builder, seed,
@@ -110,6 +110,7 @@ def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
     try:
         before = _resume(run)
         bar = TuneProgress(task.label, trials, run.done, task.flops, enabled=progress)
+        run.callbacks = [*default_callbacks(bar), *callbacks]
         with _stop_on_interrupt() as stop:
             try:
                 _loop(run, trials, batch_size, early_stopping, bar, stop)
@@ -117,19 +118,20 @@ def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
                 bar.close()
             return _finish(run, 1 if stop.is_set() else rerun_top, before, stop.is_set())
     finally:
-        _close_owned(run, builder, runner)
+        _close_owned(run, builder, runner, database)
 
 
 def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient",
-               space: Any = "auto", strategy: str = "evolutionary", cost_model: str | Any = "xgb",
-               database: str | Path | Database | None = None, runner: Any = None,
-               builder: Any = None, batch_size: int = 16, seed: int = 0, rerun_top: int = 3,
-               progress: bool = True, strategy_options: dict | None = None
-               ) -> list[TuneResult]:
+               space: SpaceLike = "auto", strategy: str = "evolutionary",
+               cost_model: str | CostModel = "xgb",
+               database: str | Path | Database | None = None, runner: Runner | None = None,
+               builder: Builder | None = None, batch_size: int = 16, seed: int = 0,
+               rerun_top: int = 3, progress: bool = True,
+               strategy_options: dict[str, object] | None = None,
+               callbacks: Sequence[MeasureCallback] = ()) -> list[TuneResult]:
     """Tune many tasks (e.g. the layers of a model) within `trials` measurements in all: the
     task scheduler gives each round of `batch_size` trials to one task. One cost model, builder,
     runner and database serve every task."""
-    from tessel.scheduler import TaskScheduler
     if not tasks:
         raise TuneError("tune_tasks needs at least one task")
     _check_args(tasks[0].workload, trials, batch_size, None)
@@ -145,14 +147,14 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
     try:
         with _stop_on_interrupt() as stop:
             return _tune_rounds(runs, before, TaskScheduler(tasks, scheduler, seed=seed), trials,
-                                batch_size, rerun_top, progress, stop)
+                                batch_size, rerun_top, progress, stop, callbacks)
     finally:
-        _close_owned(runs[0], given_builder, given_runner)
+        _close_owned(runs[0], given_builder, given_runner, database)
 
 
-def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
-                 batch_size: int, rerun_top: int, progress: bool,
-                 stop: threading.Event) -> list[TuneResult]:
+def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, trials: int,
+                 batch_size: int, rerun_top: int, progress: bool, stop: threading.Event,
+                 callbacks: Sequence[MeasureCallback]) -> list[TuneResult]:
     for k, run in enumerate(runs):  # the stored tuning curves, a round per batch
         best_so_far = list(itertools.accumulate(run.resumed, min))
         for end in range(batch_size, run.done + batch_size, batch_size):
@@ -160,6 +162,8 @@ def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
             sched.record(k, end, best_so_far[end - 1])
     bar = TuneProgress(f"{len(runs)} tasks", trials, sum(before), enabled=progress,
                        latency=sched.total_latency)
+    for run in runs:
+        run.callbacks = [*default_callbacks(bar), *callbacks]
     try:
         while sum(r.done for r in runs) < trials and not stop.is_set() and \
                 (k := sched.next_task()) is not None:
@@ -175,44 +179,6 @@ def _tune_rounds(runs: list[_Run], before: list[int], sched: Any, trials: int,
     return [_finish(run, rerun_top, b, stop.is_set()) for run, b in zip(runs, before)]
 
 
-def apply_best(func: PrimFunc, target: Target | None = None,
-               database: str | Path | Database = "tessel.db", *, strict: bool = False) -> Module:
-    """Build the best program the database knows for `func` on `target`. With nothing stored,
-    warn and build the unscheduled program (strict: raise TuneError)."""
-    target = target if target is not None else Target("host")
-    db = database if isinstance(database, Database) else Database(database)
-    mod = best_module(func, target, db)
-    if mod is not None:
-        return mod
-    msg = (f"the database {db.path} holds no valid tuning record of {func.name} for target "
-           f"{target}; run `tessel tune` first")
-    if strict:
-        raise TuneError(msg)
-    warnings.warn(msg + " (building the unscheduled program)", stacklevel=2)
-    return build(func, target)
-
-
-def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
-    """The best of the database's records for `func` on `target` that still replays, built;
-    None when there is none."""
-    best = best_func(func, target, db)
-    return build(best, target) if best is not None else None
-
-
-def best_func(func: PrimFunc, target: Target, db: Database) -> PrimFunc | None:
-    """The scheduled program of the best of the database's records for `func` on `target`
-    that still replays (postprocessed, ready to build); None when there is none."""
-    for record in db.top_k(func, target, k=5):
-        if record.trace_json is None:
-            continue
-        try:
-            sch = record.trace().apply(Schedule(func))
-            return final_func(sch, default_postprocs(target))
-        except (ScheduleError, SpaceError):
-            continue  # recorded by an older tessel whose primitives differ: try the next
-    return None
-
-
 # ---- steps ----
 
 def _check_args(func: PrimFunc, trials: int, batch_size: int, early: int | None) -> None:
@@ -226,8 +192,10 @@ def _check_args(func: PrimFunc, trials: int, batch_size: int, early: int | None)
         raise TuneError(f"early_stopping must be None or a positive int, got {early!r}")
 
 
-def _setup(task: Task, space: Any, strategy: Any, cost_model: Any, database: Any, runner: Any,
-           builder: Any, seed: int, options: dict) -> _Run:
+def _setup(task: Task, space: SpaceLike, strategy: str | SearchStrategy,
+           cost_model: str | CostModel, database: str | Path | Database | None,
+           runner: Runner | None, builder: Builder | None, seed: int,
+           options: dict[str, object]) -> TuneRun:
     space = make_space(space, task.target)
     model = cost_models.make(cost_model) if isinstance(cost_model, str) else cost_model
     uses_model = isinstance(strategy, SearchStrategy) or strategy in MODEL_BASED
@@ -240,17 +208,21 @@ def _setup(task: Task, space: Any, strategy: Any, cost_model: Any, database: Any
     # unique among runs sharing the database: two runs started in one second differ by pid
     label = (f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')} "
              f"#{os.getpid()}")
-    return _Run(task, search, model, db, builder, runner, label)
+    return TuneRun(task, search, model, db, builder, runner, label)
 
 
-def _close_owned(run: _Run, builder: Any, runner: Any) -> None:
-    """Close the builder and runner that tune() made itself (not those it was given)."""
+def _close_owned(run: TuneRun, builder: Builder | None, runner: Runner | None,
+                 database: str | Path | Database | None) -> None:
+    """Close the builder, runner and database that tune() made itself (not those it was
+    given)."""
     for given, made in ((builder, run.builder), (runner, run.runner)):
-        if given is None and hasattr(made, "close"):
+        if given is None:
             made.close()
+    if not isinstance(database, Database):
+        run.db.close()
 
 
-def _open_database(database: Any) -> Database:
+def _open_database(database: str | Path | Database | None) -> Database:
     if isinstance(database, Database):
         return database
     if database is None:  # a throwaway database: nothing is kept after the run
@@ -258,7 +230,7 @@ def _open_database(database: Any) -> Database:
     return Database(database)
 
 
-def _resume(run: _Run) -> int:
+def _resume(run: TuneRun) -> int:
     """Feed the records already stored to the strategy and the model; return their count."""
     run.last_id, records = run.db.new_records(run.task.workload, run.task.target)
     _take_in(run, records)
@@ -268,7 +240,7 @@ def _resume(run: _Run) -> int:
     return run.done
 
 
-def _take_in(run: _Run, records: Sequence[Any]) -> None:
+def _take_in(run: TuneRun, records: Sequence[TuningRecord]) -> None:
     """Tell the strategy and the model about stored records (replayed; a trace that no longer
     replays is skipped)."""
     proposals, results = [], []
@@ -280,10 +252,10 @@ def _take_in(run: _Run, records: Sequence[Any]) -> None:
             results.append(record.result())
     if proposals:
         run.strategy.tell(proposals, results)
-        _update_model(run, proposals, results)
+        update_model(run, proposals, results)
 
 
-def _sync(run: _Run) -> int:
+def _sync(run: TuneRun) -> int:
     """Take in what other runs sharing the database committed for this task since this run
     last looked: they count toward the budget and are never proposed again. Returns how many."""
     run.last_id, records = run.db.new_records(run.task.workload, run.task.target, run.last_id)
@@ -307,7 +279,7 @@ def _stop_on_interrupt():
         yield stop
         return
 
-    def interrupted(signum: int, frame: Any) -> None:
+    def interrupted(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
@@ -320,7 +292,7 @@ def _stop_on_interrupt():
         signal.signal(signal.SIGINT, previous)
 
 
-def _loop(run: _Run, trials: int, batch_size: int, early: int | None, bar: TuneProgress,
+def _loop(run: TuneRun, trials: int, batch_size: int, early: int | None, bar: TuneProgress,
           stop: threading.Event) -> None:
     while run.done < trials and not stop.is_set():
         if not _round(run, min(batch_size, trials - run.done), bar, budget=trials):
@@ -329,7 +301,7 @@ def _loop(run: _Run, trials: int, batch_size: int, early: int | None, bar: TuneP
             break
 
 
-def _round(run: _Run, n: int, bar: TuneProgress, budget: int | None = None) -> bool:
+def _round(run: TuneRun, n: int, bar: TuneProgress, budget: int | None = None) -> bool:
     """Measure one batch of up to n new programs (and no more than `budget` trials of the
     task in all); False when the strategy has none left. Programs another run sharing the
     database measures or has measured are left to it."""
@@ -350,51 +322,19 @@ def _round(run: _Run, n: int, bar: TuneProgress, budget: int | None = None) -> b
     results = _measure(run, batch)
     if _record(run, batch, results):
         run.last_gain = run.done
-    bar.update(results, run.best_seconds)
+    for callback in run.callbacks:  # commit, cost model, progress line, log, the user's
+        callback(run, batch, results)
     return True
 
 
-def _measure(run: _Run, batch: Sequence[Proposal], commit: bool = True) -> list[MeasureResult]:
+def _measure(run: TuneRun, batch: Sequence[Proposal]) -> list[MeasureResult]:
     cands = [p.candidate(run.task.workload) for p in batch]
-    results = run.runner.run(cands, run.builder.build(cands))
-    if commit:
-        try:
-            run.db.commit_results(run.task.target, cands, results, run=run.label,
-                                  programs=[program_key(p) for p in batch])
-        except DatabaseError as err:
-            saved = _save_batch(run, cands, results)
-            raise TuneError(f"{err}. The batch just measured ({len(cands)} records) is in "
-                            f"{saved}: `tessel db import` adds it to a sound database") from None
-    return results
+    return run.runner.run(cands, run.builder.build(cands))
 
 
-def _save_batch(run: _Run, cands: Sequence[Any], results: Sequence[MeasureResult]) -> Path:
-    """Write a measured batch the database refused to a JSON-lines file beside it (or in the
-    temporary directory), so no measurement is lost."""
-    from tessel.database import TuningRecord
-    from tessel.database.jsonl import write_lines
-    from tessel.ir import structural_hash
-    from tessel.ir.serialize import to_json
-    task, stamp = run.task, time.strftime("%Y%m%d-%H%M%S")
-    key, target_key = structural_hash(task.workload), task.target.fingerprint_hash()
-    records = [TuningRecord.from_measurement(key, target_key, c, r, run.label)
-               for c, r in zip(cands, results)]
-    workload = (key, task.workload.name, to_json(task.workload))
-    target = (target_key, str(task.target), json.dumps(task.target.fingerprint()))
-    for folder in (run.db.path.parent, Path(tempfile.gettempdir())):
-        path = folder / f"{run.db.path.name}.unsaved-{stamp}.jsonl"
-        try:
-            write_lines(path, [workload], [target], records)
-            return path
-        except (DatabaseError, OSError):
-            continue
-    raise TuneError(f"the batch just measured could not be saved anywhere ({run.db.path})")
-
-
-def _record(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> bool:
-    """Tell the strategy and the model; extend the history. True if the best improved."""
+def _record(run: TuneRun, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> bool:
+    """Tell the strategy; extend the history. True if the best improved."""
     run.strategy.tell(batch, results)
-    _update_model(run, batch, results)
     improved = False
     for res in results:
         if res.mean_secs < run.best_seconds and not res.disturbed:
@@ -404,16 +344,7 @@ def _record(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResul
     return improved
 
 
-def _update_model(run: _Run, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> None:
-    """Train the cost model on the batch, leaving out timings taken on a busy machine (they
-    would teach it that good programs are slow)."""
-    kept = [(p, r) for p, r in zip(batch, results) if not r.disturbed]
-    if run.model is not None and kept:
-        run.model.update([p.candidate(run.task.workload) for p, _ in kept],
-                         [r for _, r in kept])
-
-
-def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -> TuneResult:
+def _finish(run: TuneRun, rerun_top: int, before: int, interrupted: bool = False) -> TuneResult:
     """Measure the database's best few again; the best re-measured one wins (a lucky stored
     time does not). Its time is the database's (`best_seconds`), the re-measure beside it
     (`remeasured_seconds`): both runs of a shared database report the same records. Build it."""
@@ -426,7 +357,7 @@ def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -
                           interrupted)
     again, i = [math.nan], 0
     if rerun_top > 1 and len(top) > 1:
-        results = _measure(run, [p for _, p in top], commit=False)  # not new trials
+        results = _measure(run, [p for _, p in top])  # not new trials: no callbacks
         again = [r.mean_secs if r.ok and not r.disturbed else math.inf for r in results]
         if math.isfinite(min(again)):  # else every re-measurement failed: the stored best
             i = again.index(min(again))
@@ -434,18 +365,3 @@ def _finish(run: _Run, rerun_top: int, before: int, interrupted: bool = False) -
     return TuneResult(task, record.mean_secs, best.trace, best.func, run.history,
                       build(best.func, task.target), before, interrupted,
                       again[i] if math.isfinite(again[i]) else math.nan)
-
-
-def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
-               database: str | Path | Database | None = "tessel.db",
-               input_shapes: dict | None = None, example_inputs: tuple | None = None,
-               **options: Any) -> list[TuneResult]:
-    """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
-    a torch module with `example_inputs`) within `trials` measurements in all, shared by the
-    task scheduler; `options` go to `tune_tasks`. `tessel.compile_model` then runs the model
-    with what the database holds."""
-    from tessel.graph.executor import load_model, model_tasks
-    target = target if target is not None else Target("host")
-    graph = load_model(model, input_shapes, example_inputs)
-    _, tasks = model_tasks(graph, target)
-    return tune_tasks(tasks, trials, database=database, **options)

@@ -19,17 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from tessel.cli_tune import DEFAULT_DB, CliError, _ints
+import tessel
+from tessel.cli.tune import DEFAULT_DB, CliError, _ints
+from tessel.graph import models
+from tessel.graph.executor import load_model, model_tasks
+from tessel.graph.reference import run_graph
 
 
 def load_graph(args: argparse.Namespace):
     """The simplified graph a command line names, and a callable reference for it (or None)."""
-    from tessel.graph.executor import load_model
     if Path(args.model).suffix == ".onnx" or Path(args.model).exists():
         if not Path(args.model).exists():
             raise CliError(f"no such model file: {args.model}")
         return load_model(args.model, input_shapes=_input_shapes(args.input))
-    from tessel.graph import models
     if args.model not in models.MODELS:
         raise CliError(f"{args.model!r} is neither an ONNX file nor a zoo model "
                        f"({', '.join(models.MODELS)})")
@@ -53,8 +55,6 @@ def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    import tessel
-    from tessel.graph.executor import model_tasks
     graph = load_graph(args)
     kernels, tasks = model_tasks(graph, tessel.Target("host"))
     print(f"{graph.name}: {len(graph.nodes)} nodes -> {len(kernels)} kernels -> "
@@ -65,7 +65,6 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
-    import tessel
     graph = load_graph(args)
     results = tessel.tune_model(graph, tessel.Target("host"), args.trials, database=args.db,
                                 scheduler=args.scheduler, strategy=args.strategy,
@@ -84,8 +83,6 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
 
 
 def cmd_run_model(args: argparse.Namespace) -> int:
-    import tessel
-    from tessel.graph.reference import run_graph
     graph = load_graph(args)
     model = tessel.compile_model(graph, tessel.Target("host"),
                                  args.db if Path(args.db).exists() else None)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tessel.cli_tune import DEFAULT_DB
+from tessel.cli.tune import DEFAULT_DB
+from tessel.database import Database
+from tessel.database.recover import check_file, recover
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from tessel.database import Database
-    from tessel.database.recover import check_file
     problems = check_file(args.db)
     if problems:
         print(f"{args.db} is damaged:", file=sys.stderr)
@@ -31,20 +31,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    from tessel.database.recover import recover
     print(f"{args.db} -> {args.out}: {recover(args.db, args.out)}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from tessel.database import Database
     with Database(args.db) as db:
         print(f"{args.db} -> {args.jsonl}: {db.export_jsonl(args.jsonl)} records")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from tessel.database import Database
     with Database(args.db) as db:
         added = db.import_jsonl(args.jsonl)
     print(f"{args.jsonl} -> {args.db}: read {added.read} records, {int(added)} new")

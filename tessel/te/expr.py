@@ -6,7 +6,8 @@
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     func = te.create_func([A, B, C], name="matmul")
 
-`create_func` lowers the expression graph into a `PrimFunc` with one block per compute.
+`create_func` (lower.py) lowers the expression graph into a `PrimFunc` with one block per
+compute.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from tessel import ir
+from tessel.arith import Analyzer
 from tessel.errors import TesselError
 from tessel.ir import Buffer, Expr, IRError, Var
 from tessel.ir.expr import ExprLike
@@ -149,7 +151,6 @@ def check_accesses(name: str, body: Expr, axes: Sequence[Axis]) -> None:
     can reach: a kernel would crash or read garbage. A read or division under an
     if_then_else (or a reduction's where=) is checked assuming its condition; one whose
     condition cannot be used (an `or`, a call) is left alone."""
-    from tessel.arith import Analyzer
     reduce_axes = body.axes if isinstance(body, Reduce) else ()
     ana = Analyzer({ax: ir.Range(ir.const(ax.min), ir.const(ax.extent))
                     for ax in (*axes, *reduce_axes)})
@@ -303,15 +304,7 @@ pow, abs = _intrinsic("pow"), _intrinsic("abs")  # noqa: A001
 floor, ceil = _intrinsic("floor"), _intrinsic("ceil")
 
 
-def create_func(args: Sequence[Tensor], name: str = "main",
-                attrs: dict[str, Any] | None = None) -> ir.PrimFunc:
-    """Lower the graph that computes the tensors in `args` into a PrimFunc whose parameters
-    are `args` in order (inputs first, then outputs, by convention)."""
-    from tessel.lower import lower
-    return lower(list(args), name, dict(attrs or {}))
-
-
 __all__ = ["Axis", "Reduce", "Tensor", "TEError", "placeholder", "compute", "reduce_axis",
            "sum", "max", "min", "if_then_else", "all", "any", "cast", "const", "exp", "log",
            "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "pow", "abs", "floor", "ceil",
-           "create_func", "IRError"]
+           "IRError", "identity_of"]

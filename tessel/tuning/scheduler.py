@@ -19,7 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tessel.task import Task, TaskError
+from tessel.tuning.task import Task, TaskError
 
 SCHEDULERS = ("round-robin", "gradient")
 

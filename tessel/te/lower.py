@@ -5,11 +5,12 @@ measured kernels are checked against.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from tessel import ir
-from tessel.ir import Buffer, BufferRegion, Expr, Range, Var
-from tessel.te import Axis, Reduce, TEError, Tensor, check
+from tessel.ir import Buffer, Expr, Var
+from tessel.arith import block_regions
+from tessel.te.expr import Axis, Reduce, Tensor, check
 
 
 def _topo_order(outputs: list[Tensor]) -> list[Tensor]:
@@ -51,44 +52,6 @@ def _unique(name: str, used: set[str]) -> str:
         out = f"{name}_{k}"
     used.add(out)
     return out
-
-
-def detect_regions(buffers: list[tuple[Buffer, tuple[Expr, ...]]]) -> tuple[BufferRegion, ...]:
-    """Regions covering a list of (buffer, indices) accesses, one region per buffer.
-
-    Identical accesses give a point region; accesses that differ in a dimension by constant
-    offsets give the covering interval; anything else covers the whole dimension.
-    """
-    from tessel.arith import const_offset
-
-    grouped: dict[Buffer, list[tuple[Expr, ...]]] = {}
-    for buf, idx in buffers:
-        grouped.setdefault(buf, []).append(idx)
-    regions = []
-    for buf, accesses in grouped.items():
-        dims = []
-        for d, n in enumerate(buf.shape):
-            first = accesses[0][d]
-            offsets = [const_offset(a[d], first) for a in accesses]
-            if all(o is not None for o in offsets):
-                lo, hi = min(offsets), max(offsets)
-                dims.append(Range.of(first + lo, hi - lo + 1))
-            else:
-                dims.append(Range.of(0, n))
-        regions.append(BufferRegion(buf, tuple(dims)))
-    return tuple(regions)
-
-
-def block_regions(body: ir.Stmt, init: ir.Stmt | None = None
-                  ) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
-    """(reads, writes) of a block body. A buffer that is stored is not listed as read
-    because of the reduction's own accumulator load (TensorIR's convention)."""
-    stmts = [body] + ([init] if init is not None else [])
-    stores = [(s.buffer, s.indices) for x in stmts for s in ir.collect(x, ir.BufferStore)]
-    written = {b for b, _ in stores}
-    loads = [(e.buffer, e.indices) for x in stmts for e in ir.collect(x, ir.BufferLoad)
-             if e.buffer not in written]
-    return detect_regions(loads), detect_regions(stores)
 
 
 def _lower_compute(t: Tensor, buf: Buffer, bmap: dict[Buffer, Buffer], name: str) -> ir.Stmt:
@@ -133,4 +96,11 @@ def lower(args: list[Tensor], name: str, attrs: dict[str, Any]) -> ir.PrimFunc:
     return ir.PrimFunc(name, params, ir.realize(root), attrs)
 
 
-__all__ = ["lower", "block_regions", "detect_regions", "TEError"]
+def create_func(args: Sequence[Tensor], name: str = "main",
+                attrs: dict[str, Any] | None = None) -> ir.PrimFunc:
+    """Lower the graph that computes the tensors in `args` into a PrimFunc whose parameters
+    are `args` in order (inputs first, then outputs, by convention)."""
+    return lower(list(args), name, dict(attrs or {}))
+
+
+__all__ = ["lower", "create_func"]

@@ -13,7 +13,13 @@ import inspect
 import sys
 from typing import Any
 
+import tessel
+from tessel import ops
+from tessel.database import Database
 from tessel.errors import TesselError
+from tessel.measure import DaskRunner
+from tessel.space import default_postprocs, final_func
+from tessel.tuning import report
 
 DEFAULT_DB = "tessel.db"
 
@@ -24,7 +30,6 @@ class CliError(TesselError, ValueError):
 
 def workload_from_args(args: argparse.Namespace):
     """The PrimFunc a command line names: a suite workload or --op with --shape/--attrs."""
-    from tessel import ops
     if args.workload and args.op:
         raise CliError("name a suite workload or --op, not both")
     if args.workload:
@@ -74,12 +79,10 @@ def _runner(args: argparse.Namespace, target):
         return None
     if not (args.scheduler and args.device):
         raise CliError("--runner dask needs --scheduler ADDRESS and --device KEY")
-    from tessel.measure import DaskRunner
     return DaskRunner(args.scheduler, device=args.device, target=target)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    import tessel
     func, label = workload_from_args(args)
     target = tessel.Target("host")
     result = tessel.tune(func, target, args.trials, space=args.space, strategy=args.strategy,
@@ -103,9 +106,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    import tessel
-    from tessel.database import Database
-    from tessel.space import default_postprocs, final_func
     func, label = workload_from_args(args)
     _existing(args.db)
     target = tessel.Target("host")
@@ -125,9 +125,6 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    import tessel
-    from tessel import report
-    from tessel.database import Database
     func, label = workload_from_args(args)
     out = report.image_path(args.out) if args.out else None  # a bad --out before any work
     _existing(args.db)

@@ -1,0 +1,61 @@
+"""The database's best program of a workload, replayed, postprocessed and built.
+
+    mod = tessel.apply_best(ops.SUITE["GMM"], database="tessel.db")
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from tessel.codegen import Module, build
+from tessel.database import Database
+from tessel.errors import TesselError
+from tessel.ir import PrimFunc
+from tessel.schedule import Schedule, ScheduleError
+from tessel.space import SpaceError, default_postprocs, final_func
+from tessel.target import Target
+
+
+class TuneError(TesselError, ValueError):
+    """Bad tuning arguments, or (strict mode) nothing tuned for a workload."""
+
+
+def apply_best(func: PrimFunc, target: Target | None = None,
+               database: str | Path | Database = "tessel.db", *, strict: bool = False) -> Module:
+    """Build the best program the database knows for `func` on `target`. With nothing stored,
+    warn and build the unscheduled program (strict: raise TuneError)."""
+    target = target if target is not None else Target("host")
+    db = database if isinstance(database, Database) else Database(database)
+    mod = best_module(func, target, db)
+    if mod is not None:
+        return mod
+    msg = (f"the database {db.path} holds no valid tuning record of {func.name} for target "
+           f"{target}; run `tessel tune` first")
+    if strict:
+        raise TuneError(msg)
+    warnings.warn(msg + " (building the unscheduled program)", stacklevel=2)
+    return build(func, target)
+
+
+def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
+    """The best of the database's records for `func` on `target` that still replays, built;
+    None when there is none."""
+    best = best_func(func, target, db)
+    return build(best, target) if best is not None else None
+
+
+def best_func(func: PrimFunc, target: Target, db: Database) -> PrimFunc | None:
+    """The scheduled program of the best of the database's records for `func` on `target`
+    that still replays (postprocessed, ready to build); None when there is none."""
+    for record in db.top_k(func, target, k=5):
+        if record.trace_json is None:
+            continue
+        try:
+            sch = record.trace().apply(Schedule(func))
+            return final_func(sch, default_postprocs(target))
+        except (ScheduleError, SpaceError):
+            continue  # recorded by an older tessel whose primitives differ: try the next
+    return None
+
+
+__all__ = ["TuneError", "apply_best", "best_module", "best_func"]

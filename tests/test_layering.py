@@ -1,0 +1,88 @@
+"""The package's layering, read from its source: no import cycle between tessel's packages
+(and top-level modules), graph/ built on tuning and never the reverse, and no import tucked
+inside a function to dodge a cycle between packages (those left import optional extras or a
+sibling module of the same package)."""
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import tessel
+
+ROOT = Path(tessel.__file__).parent
+UNITS = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"} | {
+    p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+
+
+def unit(module: str) -> str | None:
+    """The package or top-level module of tessel that `module` belongs to."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "tessel" and len(parts) > 1 and parts[1] in UNITS else None
+
+
+def imports(tree: ast.AST):
+    """(imported tessel module, inside a function?) for every import of a module's AST."""
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = ([f"tessel.{a.name}" for a in node.names] if node.module == "tessel"
+                     else [node.module])
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            yield name, id(node) in inner
+
+
+def import_graph():
+    edges, lazy = defaultdict(set), []
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        here = unit(module)
+        if here is None:
+            continue
+        for name, in_function in imports(ast.parse(path.read_text())):
+            there = unit(name)
+            if there is not None and there != here:
+                edges[here].add(there)
+                if in_function:
+                    lazy.append(f"{module} imports {name} inside a function")
+    return edges, lazy
+
+
+def reachable(edges, start):
+    seen, stack = set(), [start]
+    while stack:
+        for nxt in edges.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def test_no_import_cycle_between_packages():
+    edges, _ = import_graph()
+    cycles = sorted(f"{a} -> {b}" for a in edges for b in edges[a] if a in reachable(edges, b))
+    assert cycles == []
+
+
+def test_graph_builds_on_tuning_and_nothing_below_knows_either():
+    edges, _ = import_graph()
+    assert "tuning" in edges["graph"]
+    for low in ("ir", "arith", "te", "schedule", "codegen", "measure", "database", "space",
+                "search", "cost_model", "features", "ops"):
+        assert not {"tuning", "graph", "cli"} & reachable(edges, low), low
+    assert "graph" not in reachable(edges, "tuning")
+
+
+def test_no_import_between_packages_hides_in_a_function():
+    _, lazy = import_graph()
+    assert lazy == []
+
+
+def test_the_walk_sees_the_imports_it_checks():
+    edges, _ = import_graph()
+    assert {"schedule", "codegen", "measure", "search", "space"} <= edges["tuning"]
+    assert UNITS >= {"te", "tuning", "cli", "graph", "schedule", "target", "errors"}

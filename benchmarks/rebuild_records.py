@@ -65,6 +65,8 @@ def main() -> None:
         with Database(args.db) as db:
             new = tessel.build(best_func(func, target, db), target)
         old = old_module(name, args.db, args.old, func, target)
+        print(f"{name}: the two C sources are "
+              f"{'identical' if old.source == new.source else 'different'}")
         inputs = [np.random.default_rng(0).standard_normal(p.shape).astype(np.float32)
                   for p in func.params]
         ref, ref_name = reference(func, inputs[:-1])

@@ -107,7 +107,15 @@ def test_ctrl_c_stops_after_the_batch_in_flight_and_keeps_it(tmp_path):
     assert wait_until(lambda: records(db) >= 4, 120), proc.stderr.read()[-2000:]
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the foreground process group
     # the batch in flight may hold a build that runs to its 60 s limit on a loaded machine
-    out, err = proc.communicate(timeout=300)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:  # say where it is stuck (tessel dumps on SIGUSR1)
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"still running 300 s after Ctrl-C; processes {marked(mark)}; "
+                    f"stderr ends: {err[-6000:]}")
     assert proc.returncode == 130, err
     assert "stopping after the batch in flight" in err and "same command resumes" in err
     assert "Traceback" not in err

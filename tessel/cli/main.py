@@ -22,7 +22,9 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -152,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command. tessel's own errors (bad input, an unusable file, a missing optional
     package: every TesselError) are one line on stderr and exit status 2; Ctrl-C is 130."""
     args = make_parser().parse_args(argv)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID` prints where every thread is
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     if args.verbose:
         logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s: %(message)s",
                             level=logging.INFO if args.verbose == 1 else logging.DEBUG)

@@ -5,8 +5,9 @@
     z = lower(div_node, [y, 8.0], "div0")           # a float arg is an immediate: y / 8.0
     func = te.create_func([x, w, z])               # one fused PrimFunc
 
-The stages are those of `tessel.ops` (built with its internals: `nn._conv`, `nn._pool`, the
-stage structure of `ops.norm`, dense as `ops.linalg.dense`), so the search space's designs
+The stages are those of `tessel.ops` (built with its te builders `nn.conv_stages`,
+`nn.conv_transpose_stages` and `nn.pool_stages`, the stage structure of `ops.norm`, dense as
+`ops.linalg.dense`), so the search space's designs
 apply to them and a lone conv node lowers to the very workload of `ops.conv2d`. The op's last
 stage is named `name`, earlier ones `{name}_<role>` (`_pad`, `_conv`, `_dense`, `_sum`, ...).
 Binary operators broadcast as numpy does; a Python float stands for a tensor of shape ().
@@ -82,8 +83,9 @@ def _conv(args: list[te.Tensor], a: Attrs, name: str) -> te.Tensor:
     x, w, *bias = args
     nd = x.ndim - 2
     stage = f"{name}_conv" if bias else name
-    out = nn._conv("conv", x, w, a["strides"], a["pads"][:nd], a["dilations"], a["groups"],
-                   x.dtype, stage, pad_after=a["pads"][nd:], pad_name=f"{name}_pad")
+    out = nn.conv_stages("conv", x, w, a["strides"], a["pads"][:nd], a["dilations"],
+                         a["groups"], x.dtype, stage, pad_after=a["pads"][nd:],
+                         pad_name=f"{name}_pad")
     return _bias_add(out, bias[0], 1, name) if bias else out
 
 
@@ -91,8 +93,8 @@ def _conv_transpose(args: list[te.Tensor], a: Attrs, name: str, out: TensorType)
     x, w, *bias = args
     stage = f"{name}_conv" if bias else name
     nd = x.ndim - 2
-    y = nn._conv_transpose(x, w, a["strides"], a["pads"][:nd], out.shape[2:], a["dilations"],
-                           a["groups"], stage, pad_name=f"{name}_pad")
+    y = nn.conv_transpose_stages(x, w, a["strides"], a["pads"][:nd], out.shape[2:],
+                                 a["dilations"], a["groups"], stage, pad_name=f"{name}_pad")
     return _bias_add(y, bias[0], 1, name) if bias else y
 
 
@@ -213,9 +215,9 @@ def _pool_after(x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> tuple[int, ...
 def _max_pool(args: list[te.Tensor], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     x, = args
     nd, out_sp = x.ndim - 2, out.shape[2:]
-    return nn._pool("max_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
-                    te.identity_of("max", x.dtype), te.max, name,
-                    pad_after=_pool_after(x, a, out_sp), pad_name=f"{name}_pad")
+    return nn.pool_stages("max_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
+                          te.identity_of("max", x.dtype), te.max, name,
+                          pad_after=_pool_after(x, a, out_sp), pad_name=f"{name}_pad")
 
 
 def _window_count(y: ir.Expr, k: int, s: int, b: int, lo: int, hi: int) -> ir.Expr:
@@ -244,9 +246,9 @@ def _avg_pool(args: list[te.Tensor], a: Attrs, name: str, out: TensorType) -> te
     """Stages as ops.avg_pool2d: [pad,] sum, then the sum over the window count."""
     x, = args
     nd, out_sp = x.ndim - 2, out.shape[2:]
-    total = nn._pool("avg_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp, 0,
-                     te.sum, f"{name}_sum", pad_after=_pool_after(x, a, out_sp),
-                     pad_name=f"{name}_pad")
+    total = nn.pool_stages("avg_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
+                           0, te.sum, f"{name}_sum", pad_after=_pool_after(x, a, out_sp),
+                           pad_name=f"{name}_pad")
     return _elementwise(total.shape, lambda i: total[i] / _avg_divisor(i, x, a, out_sp), name)
 
 

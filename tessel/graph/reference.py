@@ -32,7 +32,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
     try:
         from scipy.special import erf
     except ImportError:  # scipy is optional: math.erf is exact but slower
-        return ref._erf(x).astype(F64)
+        return ref.erf_f64(x).astype(F64)
     return erf(x)
 
 
@@ -55,13 +55,13 @@ def _conv(args: list[np.ndarray], a: Attrs) -> np.ndarray:
     before, after = _split_pads(a["pads"])
     x = np.pad(x, [(0, 0), (0, 0)] + list(zip(before, after)))
     nd = x.ndim - 2
-    out = ref._conv(x, w, a["strides"], (0,) * nd, a["dilations"], a["groups"])
+    out = ref.conv_nd(x, w, a["strides"], (0,) * nd, a["dilations"], a["groups"])
     return _channel_bias(out, args)
 
 
 def _conv_transpose(args: list[np.ndarray], a: Attrs) -> np.ndarray:
     x, w = args[0], args[1]
-    full = ref._scatter_taps(x, w, a["strides"], a["dilations"], a["groups"],
+    full = ref.scatter_taps(x, w, a["strides"], a["dilations"], a["groups"],
                              a["output_padding"])  # (O, N, *uncropped)
     before, after = _split_pads(a["pads"])
     crop = tuple(slice(b, n - e) for b, e, n in zip(before, after, full.shape[2:]))
@@ -106,7 +106,7 @@ def _pool(args: list[np.ndarray], a: Attrs, out_sp: Sequence[int], is_max: bool)
     fill = -np.inf if is_max else 0.0
     padded = np.pad(x, [(0, 0), (0, 0)] + _pool_padding(x, a, out_sp), constant_values=fill)
     nd = x.ndim - 2
-    windows = ref._windows(padded, a["kernel"], a["strides"], (1,) * nd)
+    windows = ref.sliding_windows(padded, a["kernel"], a["strides"], (1,) * nd)
     windows = windows[(slice(None), slice(None)) + tuple(slice(o) for o in out_sp)]
     axes = tuple(range(-nd, 0))
     if is_max:
@@ -136,7 +136,7 @@ def _global_avg_pool(args: list[np.ndarray], a: Attrs) -> np.ndarray:
 
 def _batch_norm(args: list[np.ndarray], a: Attrs) -> np.ndarray:
     x, scale, bias, mean, var = args
-    return ref._batch_norm(_f64(x), scale, bias, mean, var, a["epsilon"])
+    return ref.batch_norm_f64(_f64(x), scale, bias, mean, var, a["epsilon"])
 
 
 def _layer_norm(args: list[np.ndarray], a: Attrs) -> np.ndarray:

@@ -45,9 +45,9 @@ def _groups(op: str, C: int, O: int, groups: int) -> None:
     check(O % groups == 0, f"{op}: out channels O={O} not divisible by groups={groups}")
 
 
-def _conv(op: str, data: te.Tensor, weight: te.Tensor, stride, padding, dilation,
-          groups: int, out_dtype: str, name: str, pad_after=None,
-          pad_name: str = "pad") -> te.Tensor:
+def conv_stages(op: str, data: te.Tensor, weight: te.Tensor, stride, padding, dilation,
+                groups: int, out_dtype: str, name: str, pad_after=None,
+                pad_name: str = "pad") -> te.Tensor:
     """Grouped nd cross-correlation of validated arguments, after an optional pad stage
     `pad_name` (`padding` before each spatial axis, `pad_after`, default `padding`, after)."""
     nd = data.ndim - 2
@@ -85,7 +85,8 @@ def _conv_nd(op: str, nd: int, N, C, sizes, O, kernel, stride, padding, dilation
     out_dtype = out_dtype_arg(op, dtype, out_dtype)
     data = te.placeholder((N, C) + tuple(sizes), dtype, name="data")
     weight = te.placeholder((O, C // groups) + tuple(kernel), dtype, name="weight")
-    out = _conv(op, data, weight, stride, padding, dilation, groups, out_dtype, name or op)
+    out = conv_stages(op, data, weight, stride, padding, dilation, groups, out_dtype,
+                      name or op)
     return data, weight, out, dict(stride=stride, padding=padding, dilation=dilation,
                                    groups=groups, dtype=dtype, out_dtype=out_dtype)
 
@@ -194,8 +195,9 @@ def _dilate_pad(data: te.Tensor, stride, lead, out_sp, span, name: str = "pad") 
     return te.compute(shape, named(body, ("n", "c") + _AXES[data.ndim - 2][0]), name=name)
 
 
-def _conv_transpose(data: te.Tensor, weight: te.Tensor, stride, pad_before, out_sp, dilation,
-                    groups: int, name: str, pad_name: str = "pad") -> te.Tensor:
+def conv_transpose_stages(data: te.Tensor, weight: te.Tensor, stride, pad_before, out_sp,
+                          dilation, groups: int, name: str,
+                          pad_name: str = "pad") -> te.Tensor:
     """Transposed nd convolution of validated arguments with output sizes `out_sp` (which fix
     the padding after each axis): a `_dilate_pad` stage, then a direct convolution with the
     flipped kernel. weight is (C, O/groups, *kernel)."""
@@ -236,7 +238,8 @@ def conv2d_transpose(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
     out_sp = _transpose_geometry(op, (H, W), (KH, KW), stride, padding, output_padding, dilation)
     data = te.placeholder((N, C, H, W), dtype, name="data")
     weight = te.placeholder((C, O // groups, KH, KW), dtype, name="weight")
-    out = _conv_transpose(data, weight, stride, padding, out_sp, dilation, groups, name=op)
+    out = conv_transpose_stages(data, weight, stride, padding, out_sp, dilation, groups,
+                                name=op)
     return make_func(op, [data, weight, out],
                      dict(N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW, stride=stride, padding=padding,
                           output_padding=output_padding, dilation=dilation, groups=groups,
@@ -254,8 +257,8 @@ def _pool_args(op, N, C, H, W, kernel, stride, padding):
     return kernel, stride, padding, out_sp
 
 
-def _pool(op: str, data: te.Tensor, kernel, stride, padding, out_sp, fill, combiner, name,
-          pad_after=None, pad_name: str = "pad") -> te.Tensor:
+def pool_stages(op: str, data: te.Tensor, kernel, stride, padding, out_sp, fill, combiner,
+                name, pad_after=None, pad_name: str = "pad") -> te.Tensor:
     """`combiner` over each window of an nd pooling, after an optional pad stage `pad_name`
     filled with `fill` (`padding` before each spatial axis, `pad_after`, default `padding`,
     after)."""
@@ -279,8 +282,8 @@ def max_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSe
     kernel, stride, padding, out_sp = _pool_args(op, N, C, H, W, kernel, stride, padding)
     dtype = dtype_arg(op, dtype)
     data = te.placeholder((N, C, H, W), dtype, name="data")
-    out = _pool(op, data, kernel, stride, padding, out_sp, te.identity_of("max", dtype), te.max,
-                name=op)
+    out = pool_stages(op, data, kernel, stride, padding, out_sp, te.identity_of("max", dtype),
+                      te.max, name=op)
     return make_func(op, [data, out], dict(N=N, C=C, H=H, W=W, kernel=kernel, stride=stride,
                                            padding=padding, dtype=dtype))
 
@@ -293,7 +296,7 @@ def avg_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSe
     kernel, stride, padding, out_sp = _pool_args(op, N, C, H, W, kernel, stride, padding)
     dtype = dtype_arg(op, dtype, floating=True)
     data = te.placeholder((N, C, H, W), dtype, name="data")
-    total = _pool(op, data, kernel, stride, padding, out_sp, 0, te.sum, name="pool_sum")
+    total = pool_stages(op, data, kernel, stride, padding, out_sp, 0, te.sum, name="pool_sum")
     count = float(kernel[0] * kernel[1])
     out = te.compute(total.shape, lambda n, c, y, x: total[n, c, y, x] / count, name=op)
     return make_func(op, [data, out], dict(N=N, C=C, H=H, W=W, kernel=kernel, stride=stride,
@@ -314,4 +317,5 @@ def global_avg_pool2d(N: int, C: int, H: int, W: int, dtype: str = "float32") ->
 
 
 __all__ = ["conv1d", "conv2d", "conv3d", "depthwise_conv2d", "conv2d_transpose",
-           "conv2d_bn_relu", "max_pool2d", "avg_pool2d", "global_avg_pool2d"]
+           "conv2d_bn_relu", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
+           "conv_stages", "conv_transpose_stages", "pool_stages"]

@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 IntOrTuple = int | Sequence[int]
 
 _CHUNK_BYTES = 64 * 2**20  # upper bound (roughly) on one im2col buffer
-_erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double precision
+erf_f64 = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf is exact to double precision
 
 
 # ---- argument checks -----------------------------------------------------------------------
@@ -116,7 +116,7 @@ def _pad_spatial(x: np.ndarray, padding: tuple[int, ...], value: float) -> np.nd
     return np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding], constant_values=value)
 
 
-def _windows(x: np.ndarray, kernel, stride, dilation) -> np.ndarray:
+def sliding_windows(x: np.ndarray, kernel, stride, dilation) -> np.ndarray:
     """View of x's sliding windows, (N, C, *out, *kernel): taps `dilation` apart, windows `stride`
     apart. x must already be padded."""
     nd = len(kernel)
@@ -146,11 +146,11 @@ def _conv_args(x, w, stride, padding, dilation, groups, nd: int):
     return x, w, stride, padding, dilation
 
 
-def _conv(x, w, stride, padding, dilation, groups: int) -> np.ndarray:
+def conv_nd(x, w, stride, padding, dilation, groups: int) -> np.ndarray:
     """Grouped nd convolution (cross-correlation) of validated args by chunked im2col, float64."""
     nd, g, (n, c), o = x.ndim - 2, groups, x.shape[:2], w.shape[0]
-    windows = _windows(_pad_spatial(x.astype(np.float64), padding, 0.0), w.shape[2:], stride,
-                       dilation)
+    windows = sliding_windows(_pad_spatial(x.astype(np.float64), padding, 0.0), w.shape[2:],
+                              stride, dilation)
     out_sp = windows.shape[2:2 + nd]
     # 1. (N, C, *out, *kernel) -> (G, C/G, *kernel, N, *out), still a view
     windows = windows.reshape(n, g, c // g, *windows.shape[2:])
@@ -172,21 +172,21 @@ def conv1d(x, w, stride: IntOrTuple = 1, padding: IntOrTuple = 0, dilation: IntO
            groups: int = 1) -> np.ndarray:
     """x (N, C, L), w (O, C/groups, K) -> (N, O, L_out)."""
     args = _conv_args(x, w, stride, padding, dilation, groups, nd=1)
-    return _conv(*args, groups).astype(_dtype(args[0], args[1]), order="C")
+    return conv_nd(*args, groups).astype(_dtype(args[0], args[1]), order="C")
 
 
 def conv2d(x, w, stride: IntOrTuple = 1, padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
            groups: int = 1) -> np.ndarray:
     """x (N, C, H, W), w (O, C/groups, KH, KW) -> (N, O, H_out, W_out)."""
     args = _conv_args(x, w, stride, padding, dilation, groups, nd=2)
-    return _conv(*args, groups).astype(_dtype(args[0], args[1]), order="C")
+    return conv_nd(*args, groups).astype(_dtype(args[0], args[1]), order="C")
 
 
 def conv3d(x, w, stride: IntOrTuple = 1, padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
            groups: int = 1) -> np.ndarray:
     """x (N, C, D, H, W), w (O, C/groups, KD, KH, KW) -> (N, O, D_out, H_out, W_out)."""
     args = _conv_args(x, w, stride, padding, dilation, groups, nd=3)
-    return _conv(*args, groups).astype(_dtype(args[0], args[1]), order="C")
+    return conv_nd(*args, groups).astype(_dtype(args[0], args[1]), order="C")
 
 
 def depthwise_conv2d(x, w, stride: IntOrTuple = 1, padding: IntOrTuple = 0,
@@ -220,12 +220,12 @@ def conv2d_transpose(x, w, stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                 in zip(x.shape[2:], w.shape[2:], stride, padding, dilation, output_padding))
     _check_out(out, f"padding {padding} too large for input {x.shape[2:]} and kernel "
                f"{w.shape[2:]}")
-    full = _scatter_taps(x, w, stride, dilation, groups, output_padding)
+    full = scatter_taps(x, w, stride, dilation, groups, output_padding)
     crop = tuple(slice(p, p + size) for p, size in zip(padding, out))
     return full[(slice(None), slice(None)) + crop].swapaxes(0, 1).astype(_dtype(x, w), order="C")
 
 
-def _scatter_taps(x, w, stride, dilation, groups: int, output_padding) -> np.ndarray:
+def scatter_taps(x, w, stride, dilation, groups: int, output_padding) -> np.ndarray:
     """Uncropped transposed convolution, (O, N, *full) float64: one GEMM gives every kernel tap's
     contribution, then each tap is added into the output at its dilated offset, stride apart."""
     g, (n, c), og, kernel, in_sp = groups, x.shape[:2], w.shape[1], w.shape[2:], x.shape[2:]
@@ -250,14 +250,14 @@ def conv2d_bn_relu(x, w, gamma, beta, mean, var, stride: IntOrTuple = 1,
     args = _conv_args(x, w, stride, padding, 1, 1, nd=2)
     params = [_vector(v, name, args[1].shape[0]) for v, name
               in zip((gamma, beta, mean, var), ("gamma", "beta", "mean", "var"))]
-    out = np.maximum(_batch_norm(_conv(*args, 1), *params, eps), 0.0)
+    out = np.maximum(batch_norm_f64(conv_nd(*args, 1), *params, eps), 0.0)
     return out.astype(_dtype(args[0], args[1], *params), order="C")
 
 
 # ---- normalization and softmax -------------------------------------------------------------
 
 
-def _batch_norm(x64: np.ndarray, gamma, beta, mean, var, eps: float) -> np.ndarray:
+def batch_norm_f64(x64: np.ndarray, gamma, beta, mean, var, eps: float) -> np.ndarray:
     """Inference batch norm over axis 1, float64."""
     shape = (-1,) + (1,) * (x64.ndim - 2)
     scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
@@ -271,7 +271,7 @@ def batch_norm(x, gamma, beta, mean, var, eps: float = 1e-5) -> np.ndarray:
     _check(x.ndim >= 2, f"x must be at least 2-D (N, C, ...), got shape {x.shape}")
     params = [_vector(v, name, x.shape[1]) for v, name
               in zip((gamma, beta, mean, var), ("gamma", "beta", "mean", "var"))]
-    return _batch_norm(x.astype(np.float64), *params, eps).astype(_dtype(x, *params))
+    return batch_norm_f64(x.astype(np.float64), *params, eps).astype(_dtype(x, *params))
 
 
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
@@ -322,7 +322,7 @@ def max_pool2d(x, kernel: IntOrTuple, stride: IntOrTuple | None = None,
     """Window maximum; padding counts as -inf, so it never wins."""
     x, kernel, stride, padding = _pool_args(x, kernel, stride, padding)
     low = -np.inf if np.issubdtype(x.dtype, np.inexact) else np.iinfo(x.dtype).min
-    windows = _windows(_pad_spatial(x, padding, low), kernel, stride, (1, 1))
+    windows = sliding_windows(_pad_spatial(x, padding, low), kernel, stride, (1, 1))
     return windows.max(axis=(-2, -1))
 
 
@@ -330,12 +330,13 @@ def avg_pool2d(x, kernel: IntOrTuple, stride: IntOrTuple | None = None, padding:
                count_include_pad: bool = True) -> np.ndarray:
     """Window mean; with count_include_pad=False padded positions are left out of the divisor."""
     x, kernel, stride, padding = _pool_args(x, kernel, stride, padding)
-    sums = _windows(_pad_spatial(x.astype(np.float64), padding, 0.0), kernel, stride, (1, 1))
+    sums = sliding_windows(_pad_spatial(x.astype(np.float64), padding, 0.0), kernel, stride,
+                           (1, 1))
     sums = sums.sum(axis=(-2, -1))
     if count_include_pad:
         return (sums / (kernel[0] * kernel[1])).astype(_dtype(x))
     ones = _pad_spatial(np.ones((1, 1) + x.shape[2:]), padding, 0.0)
-    counts = _windows(ones, kernel, stride, (1, 1)).sum(axis=(-2, -1))
+    counts = sliding_windows(ones, kernel, stride, (1, 1)).sum(axis=(-2, -1))
     return (sums / counts).astype(_dtype(x))
 
 
@@ -370,7 +371,7 @@ def gelu(x) -> np.ndarray:
     """x * Phi(x) in the exact erf form: 0.5 * x * (1 + erf(x / sqrt(2)))."""
     x = _array(x)
     x64 = x.astype(np.float64)
-    erf = _erf(x64 / math.sqrt(2.0)).astype(np.float64)
+    erf = erf_f64(x64 / math.sqrt(2.0)).astype(np.float64)
     return (0.5 * x64 * (1.0 + erf)).astype(_dtype(x))
 
 

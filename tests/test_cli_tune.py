@@ -45,3 +45,15 @@ def test_best_and_report_on_an_empty_database(tmp_path, capsys):
     assert "holds no valid record" in capsys.readouterr().err
     assert main(["report", "GMM", "--db", db]) == 1
     assert "holds no records" in capsys.readouterr().err
+
+
+def test_the_command_logs_only_when_asked(tmp_path, capfd):
+    from tessel import cli
+    db = str(tmp_path / "r.db")
+    assert cli.main(["tune", "--op", "matmul", "--shape", "8,8,8", "--trials", "2",
+                     "--batch-size", "2", "--strategy", "random", "--db", db]) == 0
+    assert "tessel INFO" not in capfd.readouterr().err
+    assert cli.main(["-v", "tune", "--op", "matmul", "--shape", "8,8,8", "--trials", "4",
+                     "--batch-size", "2", "--strategy", "random", "--db", db]) == 0
+    err = capfd.readouterr().err
+    assert "tessel INFO: matmul[8,8,8]: 2 measured (2 ok), 4 trials in all" in err

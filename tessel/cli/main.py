@@ -22,12 +22,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import logging
 import signal
 import sys
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -154,13 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command. tessel's own errors (bad input, an unusable file, a missing optional
     package: every TesselError) are one line on stderr and exit status 2; Ctrl-C is 130."""
     args = make_parser().parse_args(argv)
-    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID` prints where every thread is
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
-    if args.verbose:
-        logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s: %(message)s",
-                            level=logging.INFO if args.verbose == 1 else logging.DEBUG)
+    _dump_stacks_on_sigusr1()
     try:
-        with logging_redirect_tqdm():  # log lines go above the progress line, not into it
+        with _logging(args.verbose):
             return args.fn(args)
     except TesselError as err:
         print(f"tessel {args.command}: {_one_line(err)}", file=sys.stderr)
@@ -168,6 +166,38 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tessel {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _logging(verbose: int) -> Iterator[None]:
+    """With -v, the `tessel` logger's INFO lines (-vv: DEBUG too) on stderr, above the
+    progress line rather than inside it; without, it stays silent."""
+    if not verbose:
+        yield
+        return
+    log = logging.getLogger("tessel")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
+    try:
+        with logging_redirect_tqdm(loggers=[log]):
+            yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def _dump_stacks_on_sigusr1() -> None:
+    """`kill -USR1 PID` prints where each thread of a running command is (to a real stderr;
+    not where stderr is a captured stream)."""
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: no fileno
+        pass
 
 
 def _one_line(err: Exception) -> str:

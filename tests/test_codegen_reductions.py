@@ -1,11 +1,11 @@
-"""Innermost reduction loops get vector accumulators (tessel.codegen.reductions): the programs
+"""Innermost reduction loops get vector accumulators (tessel.codegen.passes.reductions): the programs
 are built, run and compared with numpy; the rewrite is checked in the IR and the C."""
 import numpy as np
 import pytest
 
 from tessel import ops
 from tessel.codegen import build, generate_c
-from tessel.codegen.reductions import vectorize_reductions
+from tessel.codegen.passes.reductions import vectorize_reductions
 from tessel.ir import For, collect
 from tessel.ops import reference
 from tessel.target import Target

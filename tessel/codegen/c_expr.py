@@ -1,16 +1,16 @@
 """C text for scalar expressions, plus the affine index analysis the C renderer uses.
 
-`ExprPrinter` renders one IR expression as C with minimal parentheses; a `resolve` hook lets the
-kernel writer redirect accesses of register-promoted buffers to variables. `Lin` and `linear`
-read an index expression as an affine form over loop variables, constants and the lane of a
-vector chunk, which decides contiguous vector accesses, register promotion and bounds proofs.
+`ExprPrinter` renders one IR expression as C with minimal parentheses (c_vector.KernelExprs adds
+the lowered IR's vector and register nodes). `Lin` and `linear` read an index expression as an
+affine form over loop variables, constants and the lane of a vector chunk: the lowering passes
+decide contiguous vector accesses, register promotion and bounds proofs with it.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import re
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -145,23 +145,14 @@ def _positive_const(e: Expr) -> bool:
     return isinstance(e, IntImm) and e.value > 0
 
 
-Resolver = Callable[[Buffer, tuple[Expr, ...]], "str | None"]
-
-
 class ExprPrinter:
-    """Renders expressions as C text with minimal, safe parentheses; float16 computes in float.
+    """Renders expressions as C text with minimal, safe parentheses; float16 computes in float."""
 
-    `resolve(buffer, indices)` may return the C text of an element (a promoted register)
-    instead of `name[index]`.
-    """
-
-    def __init__(self, names: Names, params: tuple[Buffer, ...],
-                 resolve: Resolver | None = None) -> None:
+    def __init__(self, names: Names, params: tuple[Buffer, ...]) -> None:
         self.names = names
         self.bound: set[Var] = set()  # variables declared at the current point
         self.visible: set[Buffer] = set(params)  # buffers declared at the current point
         self.helpers: set[str] = set()  # floor division helpers used
-        self.resolve = resolve
 
     def __call__(self, e: Expr) -> str:
         return self.render(e)[0]
@@ -204,15 +195,16 @@ class ExprPrinter:
         """`name[flat index]`."""
         check(buf in self.visible, f"buffer {buf.name} is neither a parameter nor allocated by "
                                    "an enclosing block")
-        text = self.resolve(buf, indices) if self.resolve is not None else None
-        return text if text is not None else f"{self.names(buf)}[{self.index(buf, indices)}]"
+        return f"{self.names(buf)}[{self.index(buf, indices)}]"
 
     def index(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
         """Row-major flat offset; int64 arithmetic for buffers of 2**31 elements or more."""
         wide = buf.size >= 2 ** 31
         terms = []
+        offset = 0  # constant indices, folded into one term
         for idx, stride in zip(indices, buf.strides):
-            if isinstance(idx, IntImm) and idx.value == 0:
+            if isinstance(idx, IntImm):
+                offset += idx.value * stride
                 continue
             if stride == 1:
                 terms.append(f"(int64_t){self.operand(idx, UNARY)}" if wide
@@ -221,7 +213,12 @@ class ExprPrinter:
                 terms.append(f"(int64_t){self.operand(idx, UNARY)} * {stride}")
             else:
                 terms.append(f"{self.operand(idx, MUL)} * {stride}")
-        return " + ".join(terms) or "0"
+        text = " + ".join(terms)
+        if not terms:
+            return str(offset)
+        if offset:
+            text += f" {'+' if offset > 0 else '-'} {abs(offset)}"
+        return text
 
     def _binop(self, e: BinOp) -> tuple[str, int]:
         if e.op in ("min", "max"):

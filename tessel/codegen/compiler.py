@@ -67,7 +67,7 @@ def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None 
     os.close(fd)
     _TEMPS.add(tmp_name)
     try:
-        libs = _LINK_LIBS + (("-lmvec",) if "_ZGV" in source else ())  # vector math (simd.py)
+        libs = _LINK_LIBS + (("-lmvec",) if "_ZGV" in source else ())  # vector math (passes/vectorize.py)
         cmd = [target.compiler, *target.cflags, *extra_flags, str(c_path), "-o", tmp_name,
                *libs]
         _run_checked(cmd, source, timeout_s)

@@ -13,8 +13,7 @@
 static int32_t chain(const float* restrict X, float* restrict Y) {
     for (int32_t i = 0; i < 5; ++i) {
         // block Y
-        const int32_t vi = i;
-        Y[vi] = (floorf(expf(X[vi]) / 2.0f) > X[(vi + 4) % 5] * (-1.5f) ? floorf(expf(X[vi]) / 2.0f) : X[(vi + 4) % 5] * (-1.5f));
+        Y[i] = (floorf(expf(X[i]) / 2.0f) > X[(i + 4) % 5] * (-1.5f) ? floorf(expf(X[i]) / 2.0f) : X[(i + 4) % 5] * (-1.5f));
     }
     return 0;
 }

@@ -20,34 +20,20 @@ static int32_t matmul_local_acc(
         const float* restrict A,
         const float* restrict B,
         float* restrict C) {
-    #pragma omp parallel for num_threads(1) schedule(static)
-    for (int32_t i_0 = 0; i_0 < 1; ++i_0) {
-        for (int32_t i_1 = 0; i_1 < 8; ++i_1) {
-            for (int32_t j_0 = 0; j_0 < 1; ++j_0) {
-                // block C_tile
-                const int32_t vi = i_0 * 8 + i_1;
-                const int32_t vjo = j_0;
-                if (i_0 * 8 + i_1 < 5) {
-                    tessel_f32x8 C_local_0 = {0};
-                    for (int32_t k = 0; k < 3; ++k) {
-                        {
-                            const int32_t j_1 = 0;
-                            // block C_local
-                            const int32_t vji = j_1;
-                            const int32_t vk = k;
-                            if (vk == 0) {
-                                C_local_0 = tessel_f32x8_splat(0.0f);
-                            }
-                            C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[vi * 3 + vk]) * tessel_f32x8_load(&B[vk * 8 + vjo * 8 + vji])));
-                        }
+    for (int32_t i_1 = 0; i_1 < 8; ++i_1) {
+        // block C_tile
+        if (i_1 < 5) {
+            {
+                tessel_f32x8 C_local_0 = {0};
+                for (int32_t k = 0; k < 3; ++k) {
+                    // block C_local
+                    if (k == 0) {
+                        C_local_0 = tessel_f32x8_splat(0.0f);
                     }
-                    {
-                        const int32_t j_1_1 = 0;
-                        // block C_write
-                        const int32_t vj = j_1_1;
-                        tessel_f32x8_store(&C[vi * 8 + vjo * 8 + vj], C_local_0);
-                    }
+                    C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[i_1 * 3 + k]) * tessel_f32x8_load(&B[k * 8])));
                 }
+                // block C_write
+                tessel_f32x8_store(&C[i_1 * 8], C_local_0);
             }
         }
     }

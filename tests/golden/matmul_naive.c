@@ -15,13 +15,10 @@ static int32_t matmul(const float* restrict A, const float* restrict B, float* r
         for (int32_t j = 0; j < 2; ++j) {
             for (int32_t k = 0; k < 4; ++k) {
                 // block C
-                const int32_t vi = i;
-                const int32_t vj = j;
-                const int32_t vk = k;
-                if (vk == 0) {
-                    C[vi * 2 + vj] = 0.0f;
+                if (k == 0) {
+                    C[i * 2 + j] = 0.0f;
                 }
-                C[vi * 2 + vj] = C[vi * 2 + vj] + A[vi * 4 + vk] * B[vk * 2 + vj];
+                C[i * 2 + j] = C[i * 2 + j] + A[i * 4 + k] * B[k * 2 + j];
             }
         }
     }

@@ -24,355 +24,129 @@ static int32_t matmul_register_tile(
     for (int32_t i_0 = 0; i_0 < 3; ++i_0) {
         for (int32_t j_0 = 0; j_0 < 2; ++j_0) {
             // block C_tile
-            const int32_t vi0 = i_0;
-            const int32_t vj0 = j_0;
-            tessel_f32x8 C_local_0 = {0};
-            tessel_f32x8 C_local_8 = {0};
             {
-                const int32_t i_3 = 0;
-                {
-                    const int32_t j_3 = 0;
-                    // block C_init
-                    const int32_t vi3 = i_3;
-                    const int32_t vj3 = j_3;
-                    C_local_0 = tessel_f32x8_splat(0.0f);
-                }
-            }
-            {
-                const int32_t i_3 = 1;
-                {
-                    const int32_t j_3 = 0;
-                    // block C_init
-                    const int32_t vi3 = i_3;
-                    const int32_t vj3 = j_3;
-                    C_local_8 = tessel_f32x8_splat(0.0f);
-                }
-            }
-            for (int32_t k = 0; k < 3; ++k) {
-                {
-                    const int32_t i_3_1 = 0;
-                    {
-                        const int32_t j_3_1 = 0;
-                        // block C_update
-                        if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + j_3_1 < 12 && vj0 * 8 + (j_3_1 + 7) < 12) {
-                            const int32_t vi3_1 = i_3_1;
-                            const int32_t vj3_1 = j_3_1;
-                            const int32_t vk = k;
-                            C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[(vi0 * 2 + vi3_1) * 3 + vk]) * tessel_f32x8_load(&B[vk * 12 + vj0 * 8 + vj3_1])));
-                        } else {
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + j_3_1 < 12) {
-                                    C_local_0[0] = C_local_0[0] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 1;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 1) < 12) {
-                                    C_local_0[1] = C_local_0[1] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 2;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 2) < 12) {
-                                    C_local_0[2] = C_local_0[2] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 3;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 3) < 12) {
-                                    C_local_0[3] = C_local_0[3] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 4;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 4) < 12) {
-                                    C_local_0[4] = C_local_0[4] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 5;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 5) < 12) {
-                                    C_local_0[5] = C_local_0[5] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 6;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 6) < 12) {
-                                    C_local_0[6] = C_local_0[6] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 7;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 7) < 12) {
-                                    C_local_0[7] = C_local_0[7] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                        }
-                    }
-                }
-                {
-                    const int32_t i_3_1 = 1;
-                    {
-                        const int32_t j_3_1 = 0;
-                        // block C_update
-                        if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + j_3_1 < 12 && vj0 * 8 + (j_3_1 + 7) < 12) {
-                            const int32_t vi3_1 = i_3_1;
-                            const int32_t vj3_1 = j_3_1;
-                            const int32_t vk = k;
-                            C_local_8 = (C_local_8 + (tessel_f32x8_splat(A[(vi0 * 2 + vi3_1) * 3 + vk]) * tessel_f32x8_load(&B[vk * 12 + vj0 * 8 + vj3_1])));
-                        } else {
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + j_3_1 < 12) {
-                                    C_local_8[0] = C_local_8[0] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 1;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 1) < 12) {
-                                    C_local_8[1] = C_local_8[1] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 2;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 2) < 12) {
-                                    C_local_8[2] = C_local_8[2] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 3;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 3) < 12) {
-                                    C_local_8[3] = C_local_8[3] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 4;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 4) < 12) {
-                                    C_local_8[4] = C_local_8[4] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 5;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 5) < 12) {
-                                    C_local_8[5] = C_local_8[5] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 6;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 6) < 12) {
-                                    C_local_8[6] = C_local_8[6] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                            {
-                                // block C_update
-                                const int32_t vi3_1 = i_3_1;
-                                const int32_t vj3_1 = j_3_1 + 7;
-                                const int32_t vk = k;
-                                if (vi0 * 2 + i_3_1 < 5 && vj0 * 8 + (j_3_1 + 7) < 12) {
-                                    C_local_8[7] = C_local_8[7] + A[(vi0 * 2 + vi3_1) * 3 + vk] * B[vk * 12 + vj0 * 8 + vj3_1];
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            {
-                const int32_t i_3_2 = 0;
-                {
-                    const int32_t j_3_2 = 0;
-                    // block C_write
-                    if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + j_3_2 < 12 && vj0 * 8 + (j_3_2 + 7) < 12) {
-                        const int32_t vi3_2 = i_3_2;
-                        const int32_t vj3_2 = j_3_2;
-                        tessel_f32x8_store(&C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2], C_local_0);
+                tessel_f32x8 C_local_0 = {0};
+                tessel_f32x8 C_local_8 = {0};
+                // block C_init
+                C_local_0 = tessel_f32x8_splat(0.0f);
+                // block C_init
+                C_local_8 = tessel_f32x8_splat(0.0f);
+                for (int32_t k = 0; k < 3; ++k) {
+                    // block C_update
+                    if (i_0 * 2 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                        C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[i_0 * 2 * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
                     } else {
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + j_3_2 < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[0];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 < 12) {
+                            C_local_0[0] = C_local_0[0] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 1;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 1) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[1];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 1 < 12) {
+                            C_local_0[1] = C_local_0[1] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 1];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 2;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 2) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[2];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 2 < 12) {
+                            C_local_0[2] = C_local_0[2] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 2];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 3;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 3) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[3];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 3 < 12) {
+                            C_local_0[3] = C_local_0[3] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 3];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 4;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 4) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[4];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 4 < 12) {
+                            C_local_0[4] = C_local_0[4] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 4];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 5;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 5) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[5];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 5 < 12) {
+                            C_local_0[5] = C_local_0[5] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 5];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 6;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 6) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[6];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 6 < 12) {
+                            C_local_0[6] = C_local_0[6] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 6];
                         }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 7;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 7) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_0[7];
-                            }
+                        if (i_0 * 2 < 5 && j_0 * 8 + 7 < 12) {
+                            C_local_0[7] = C_local_0[7] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                        }
+                    }
+                    // block C_update
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                        C_local_8 = (C_local_8 + (tessel_f32x8_splat(A[(i_0 * 2 + 1) * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                    } else {
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12) {
+                            C_local_8[0] = C_local_8[0] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 1 < 12) {
+                            C_local_8[1] = C_local_8[1] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 2 < 12) {
+                            C_local_8[2] = C_local_8[2] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 3 < 12) {
+                            C_local_8[3] = C_local_8[3] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 4 < 12) {
+                            C_local_8[4] = C_local_8[4] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 5 < 12) {
+                            C_local_8[5] = C_local_8[5] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 6 < 12) {
+                            C_local_8[6] = C_local_8[6] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                        }
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 + 7 < 12) {
+                            C_local_8[7] = C_local_8[7] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 7];
                         }
                     }
                 }
-            }
-            {
-                const int32_t i_3_2 = 1;
-                {
-                    const int32_t j_3_2 = 0;
-                    // block C_write
-                    if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + j_3_2 < 12 && vj0 * 8 + (j_3_2 + 7) < 12) {
-                        const int32_t vi3_2 = i_3_2;
-                        const int32_t vj3_2 = j_3_2;
-                        tessel_f32x8_store(&C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2], C_local_8);
-                    } else {
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + j_3_2 < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[0];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 1;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 1) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[1];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 2;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 2) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[2];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 3;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 3) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[3];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 4;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 4) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[4];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 5;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 5) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[5];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 6;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 6) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[6];
-                            }
-                        }
-                        {
-                            // block C_write
-                            const int32_t vi3_2 = i_3_2;
-                            const int32_t vj3_2 = j_3_2 + 7;
-                            if (vi0 * 2 + i_3_2 < 5 && vj0 * 8 + (j_3_2 + 7) < 12) {
-                                C[(vi0 * 2 + vi3_2) * 12 + vj0 * 8 + vj3_2] = C_local_8[7];
-                            }
-                        }
+                // block C_write
+                if (i_0 * 2 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                    tessel_f32x8_store(&C[i_0 * 2 * 12 + j_0 * 8], C_local_0);
+                } else {
+                    if (i_0 * 2 < 5 && j_0 * 8 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8] = C_local_0[0];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 1 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 1] = C_local_0[1];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 2 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 2] = C_local_0[2];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 3 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 3] = C_local_0[3];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 4 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 4] = C_local_0[4];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 5 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 5] = C_local_0[5];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 6 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 6] = C_local_0[6];
+                    }
+                    if (i_0 * 2 < 5 && j_0 * 8 + 7 < 12) {
+                        C[i_0 * 2 * 12 + j_0 * 8 + 7] = C_local_0[7];
+                    }
+                }
+                // block C_write
+                if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                    tessel_f32x8_store(&C[(i_0 * 2 + 1) * 12 + j_0 * 8], C_local_8);
+                } else {
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8] = C_local_8[0];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 1 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 1] = C_local_8[1];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 2 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 2] = C_local_8[2];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 3 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 3] = C_local_8[3];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 4 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 4] = C_local_8[4];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 5 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 5] = C_local_8[5];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 6 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 6] = C_local_8[6];
+                    }
+                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 7 < 12) {
+                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 7] = C_local_8[7];
                     }
                 }
             }

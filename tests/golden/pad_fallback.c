@@ -15,8 +15,7 @@ static int32_t pad(const float* restrict A, float* restrict P) {
     #pragma omp simd
     for (int32_t i = 0; i < 8; ++i) {
         // block P
-        const int32_t vi = i;
-        P[vi] = (vi >= 1 && vi <= 6 ? A[vi - 1] : 0.0f);
+        P[i] = (i >= 1 && i <= 6 ? A[i - 1] : 0.0f);
     }
     return 0;
 }

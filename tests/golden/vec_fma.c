@@ -17,12 +17,8 @@ static inline void tessel_f32x8_store(float* p, tessel_f32x8 v) { *(tessel_f32x8
 
 static int32_t vec_fma(const float* restrict A, const float* restrict B, float* restrict C) {
     for (int32_t i_0 = 0; i_0 < 2; ++i_0) {
-        {
-            const int32_t i_1 = 0;
-            // block C
-            const int32_t vi = i_0 * 8 + i_1;
-            tessel_f32x8_store(&C[vi], (tessel_f32x8_load(&C[vi]) + (tessel_f32x8_load(&A[vi]) * tessel_f32x8_load(&B[vi]))));
-        }
+        // block C
+        tessel_f32x8_store(&C[i_0 * 8], (tessel_f32x8_load(&C[i_0 * 8]) + (tessel_f32x8_load(&A[i_0 * 8]) * tessel_f32x8_load(&B[i_0 * 8]))));
     }
     return 0;
 }

@@ -1,0 +1,134 @@
+"""C text for vector and register expressions, through GCC/Clang vector extensions.
+
+Each vector type is a `typedef ... __attribute__((vector_size(n)))`; loads and stores go
+through unaligned, may-alias helper types, so any element may start a vector. Masks are
+integer vectors with all bits set in true lanes; selects blend with them.
+"""
+from __future__ import annotations
+
+from tessel.codegen.c_expr import C_TYPES, PRIMARY, TERNARY, ExprPrinter, Names
+from tessel.codegen.lowered import (Broadcast, Lanes, MaskOf, Ramp, Register, VectorCall,
+                                    VectorCast, VectorLoad, VectorOp, lanes_of, mask_of)
+from tessel.codegen.passes.vectorize import MASK_DTYPE, VECTOR_DTYPES
+from tessel.ir import Buffer
+
+_VEC_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", "%": "%", "<": "<", "<=": "<=",
+            ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&", "or": "|"}
+
+
+def vtype(dtype: str, width: int) -> str:
+    return f"tessel_{VECTOR_DTYPES[dtype]}x{width}"
+
+
+class KernelExprs(ExprPrinter):
+    """Scalar, vector and register expressions of a lowered kernel as C text. Notes the
+    vector types and helpers it uses (`vtypes`) and names promoted buffers' variables."""
+
+    def __init__(self, names: Names, params: tuple[Buffer, ...]) -> None:
+        super().__init__(names, params)
+        self.vtypes: set[tuple[str, int, str]] = set()
+        self.registers: dict[tuple[int, int], str] = {}  # (id(buffer), start) -> variable
+
+    def type_of(self, dtype: str, width: int, fn: str = "") -> str:
+        self.vtypes.add((dtype, width, fn))
+        return vtype(dtype, width) + (f"_{fn}" if fn else "")
+
+    def _broadcast(self, e: Broadcast) -> tuple[str, int]:
+        return f"{self.type_of(e.dtype, e.lanes, 'splat')}({self(e.value)})", PRIMARY
+
+    def _ramp(self, e: Ramp) -> tuple[str, int]:
+        splat, t = self.type_of(e.dtype, e.lanes, "splat"), self.type_of(e.dtype, e.lanes)
+        steps = ", ".join(str(e.stride * k) for k in range(e.lanes))
+        return f"({splat}({self(e.base)}) + ({t}){{{steps}}})", PRIMARY
+
+    def _vectorload(self, e: VectorLoad) -> tuple[str, int]:
+        load = self.type_of(e.dtype, e.lanes, "load")
+        return f"{load}(&{self.element(e.buffer, e.indices)})", PRIMARY
+
+    def _vectorop(self, e: VectorOp) -> tuple[str, int]:
+        args, op = e.args, e.op
+        if op == "not":
+            return f"(~{self(args[0])})", PRIMARY
+        if op == "?:":
+            cond = self.operand(args[0], TERNARY)
+            return f"({cond} ? {self(args[1])} : {self(args[2])})", PRIMARY
+        if op in ("select", "min", "max"):
+            fn = self.type_of(e.dtype, e.lanes, op)
+            if op == "select":
+                self.type_of(MASK_DTYPE[e.dtype], e.lanes)
+            return f"{fn}({', '.join(self(a) for a in args)})", PRIMARY
+        if op not in ("and", "or"):
+            self.type_of(args[0].dtype, e.lanes)
+        return f"({self(args[0])} {_VEC_OPS[op]} {self(args[1])})", PRIMARY
+
+    def _maskof(self, e: MaskOf) -> tuple[str, int]:
+        if lanes_of(e.value) == 1:
+            splat = self.type_of(e.mask, e.lanes, "splat")
+            return f"{splat}(-({C_TYPES[e.mask]})({self(e.value)}))", PRIMARY
+        return f"__builtin_convertvector({self(e.value)}, {self.type_of(e.mask, e.lanes)})", \
+            PRIMARY
+
+    def _vectorcast(self, e: VectorCast) -> tuple[str, int]:
+        t = self.type_of(e.dtype, e.lanes)
+        minus = "-" if mask_of(e.value) else ""
+        return f"__builtin_convertvector({minus}{self(e.value)}, {t})", PRIMARY
+
+    def _vectorcall(self, e: VectorCall) -> tuple[str, int]:
+        self.vtypes.add((e.dtype, e.lanes, f"mvec {e.symbol} {len(e.args)}"))
+        args = [self(a) for a in e.args]
+        if e.name == "sigmoid":
+            one = f"{self.type_of(e.dtype, e.lanes, 'splat')}(1)"
+            return f"({one} / ({one} + {e.symbol}(-{args[0]})))", PRIMARY
+        return f"{e.symbol}({', '.join(args)})", PRIMARY
+
+    def _lanes(self, e: Lanes) -> tuple[str, int]:
+        items = ", ".join(self(v) for v in e.values)
+        return f"(({self.type_of(e.dtype, e.lanes)}){{{items}}})", PRIMARY
+
+    def _register(self, e: Register) -> tuple[str, int]:
+        name = self.registers[(id(e.buffer), e.start)]
+        return (name if e.lane is None else f"{name}[{e.lane}]"), PRIMARY
+
+
+# ---- helper source ----
+
+def _type_source(dtype: str, width: int) -> list[str]:
+    name, elem, size = vtype(dtype, width), C_TYPES[dtype], width * int(dtype[-2:]) // 8
+    return [f"typedef {elem} {name} __attribute__((vector_size({size})));",
+            f"typedef {elem} {name}_u __attribute__((vector_size({size}), aligned({size // width}),"
+            f" may_alias));"]
+
+
+def _function_source(dtype: str, width: int, fn: str) -> str:
+    t, elem, m = vtype(dtype, width), C_TYPES[dtype], vtype(MASK_DTYPE[dtype], width)
+    return {
+        "load": f"static inline {t} {t}_load(const {elem}* p) {{ return *(const {t}_u*)p; }}",
+        "store": f"static inline void {t}_store({elem}* p, {t} v) {{ *({t}_u*)p = v; }}",
+        "splat": f"static inline {t} {t}_splat({elem} x) {{ return ({t}){{"
+                 f"{', '.join(['x'] * width)}}}; }}",
+        "select": f"static inline {t} {t}_select({m} m, {t} a, {t} b) {{\n"
+                  f"    return ({t})((m & ({m})a) | (~m & ({m})b));\n}}",
+        "min": f"static inline {t} {t}_min({t} a, {t} b) {{ return {t}_select(a < b, a, b); }}",
+        "max": f"static inline {t} {t}_max({t} a, {t} b) {{ return {t}_select(a > b, a, b); }}",
+    }[fn]
+
+
+_NEEDS = {"min": ("select",), "max": ("select",)}  # helpers that call other helpers
+
+
+def vector_source(used: set[tuple[str, int, str]]) -> str:
+    """Typedefs and inline helpers for the vector types and helpers (fn "" for a type
+    alone) a kernel uses."""
+    used = set(used) | {(d, w, need) for d, w, fn in used for need in _NEEDS.get(fn, ())}
+    types = {(d, w) for d, w, _ in used}
+    types |= {(MASK_DTYPE[d], w) for d, w, fn in used if fn in ("select", "min", "max")}
+    order = sorted(types, key=lambda t: (t[0].startswith("float"), t))
+    lines = [line for d, w in order for line in _type_source(d, w)]
+    fns = ("load", "store", "splat", "select", "min", "max")
+    lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
+    for d, w, fn in sorted(used):
+        if fn.startswith("mvec "):  # a C library vector function: "mvec <symbol> <arity>"
+            _, symbol, arity = fn.split()
+            t = vtype(d, w)
+            lines.append(f"extern {t} {symbol}({', '.join([t] * int(arity))});")
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""Blocks -> plain statements: the first lowering pass.
+
+A block's iteration variables are replaced by their bindings (expressions of loop variables),
+its predicate becomes a branch, its init a branch taken when every reduction variable is 0
+(TensorIR's rule), its allocations `Allocate` nodes: small "local" buffers on the stack,
+everything else on the heap. Loop nestings C cannot express are refused here, before any
+code is written.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tessel.codegen.c_expr import CodegenError, check
+from tessel.codegen.lowered import Allocate, Comment, LoweredFunc, is_true
+from tessel.codegen.passes.fold import substitute_folding
+from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, Expr, For, IfThenElse, PrimFunc,
+                       SeqStmt, Stmt, Var, const, seq, uses_var)
+
+STACK_LIMIT_BYTES = 64 * 1024  # "local" buffers up to this size live on the stack
+
+
+def lower_blocks(func: PrimFunc) -> LoweredFunc:
+    check(isinstance(func, PrimFunc), f"generate_c needs a PrimFunc, got {type(func).__name__}")
+    check(len(set(map(id, func.params))) == len(func.params),
+          f"function {func.name} lists a parameter buffer twice")
+    body = _Lowering().stmt(func.body, {})
+    return LoweredFunc(func.name, func.params, func.outputs, body)
+
+
+def storage_of(buf: Buffer) -> str:
+    check(buf.scope != "shared", f"buffer {buf.name} has scope 'shared', which needs the CUDA "
+                                 "backend")
+    nbytes = buf.size * np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
+    return "stack" if buf.scope == "local" and nbytes <= STACK_LIMIT_BYTES else "heap"
+
+
+class _Lowering:
+    def __init__(self) -> None:
+        self.parallel: For | None = None  # the enclosing parallel loop
+        self.simd: list[Var] = []  # variables of the enclosing vectorized loops
+
+    def stmt(self, s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
+        if isinstance(s, SeqStmt):
+            return seq(*(self.stmt(x, vmap) for x in s.seq))
+        if isinstance(s, For):
+            return self.loop(s, vmap)
+        if isinstance(s, IfThenElse):
+            return IfThenElse(substitute_folding(s.condition, vmap), self.stmt(s.then_case, vmap),
+                              None if s.else_case is None else self.stmt(s.else_case, vmap))
+        if isinstance(s, BlockRealize):
+            return self.realize(s, vmap)
+        if isinstance(s, Block):
+            raise CodegenError(f"block {s.name} is not wrapped in a BlockRealize")
+        check(isinstance(s, Stmt) and not isinstance(s, (Allocate,)),
+              f"cannot generate C for statement node {type(s).__name__}")
+        return substitute_folding(s, vmap)
+
+    def loop(self, s: For, vmap: dict[Var, Expr]) -> Stmt:
+        name = s.loop_var.name
+        if s.kind == "thread_binding":
+            raise CodegenError(f"loop {name} is bound to {s.thread}; thread_binding needs the "
+                               "CUDA backend")
+        saved = self.parallel, list(self.simd)
+        if s.kind == "parallel":
+            if self.parallel is not None:
+                raise CodegenError(f"parallel loop {name} is nested inside parallel loop "
+                                   f"{self.parallel.loop_var.name}; only one level of "
+                                   "parallelism is supported")
+            check(not self.simd, f"parallel loop {name} is inside a vectorized loop")
+            self.parallel = s
+        elif s.kind == "vectorized":
+            self.simd.append(s.loop_var)
+        body = self.stmt(s.body, vmap)
+        self.parallel, self.simd = saved
+        return For(s.loop_var, s.extent, body, s.kind, s.thread, dict(s.annotations))
+
+    def realize(self, r: BlockRealize, vmap: dict[Var, Expr]) -> Stmt:
+        block = r.block
+        inner = dict(vmap)
+        for iv, value in zip(block.iter_vars, r.iter_values):
+            value = substitute_folding(value, vmap)
+            for var in self.simd:
+                check(iv.kind != REDUCE or not uses_var(value, var),
+                      f"vectorized loop {var.name} binds reduction variable {iv.var.name} of "
+                      f"block {block.name}; a reduction cannot be vectorized this way")
+            inner[iv.var] = value
+        body = self.stmt(block.body, inner)
+        if block.init is not None:
+            body = seq(self.init(block, inner), body)
+        for buf in reversed(block.alloc_buffers):
+            body = Allocate(buf, body, storage_of(buf))
+        predicate = substitute_folding(r.predicate, inner)
+        if not is_true(predicate):
+            body = IfThenElse(predicate, body)
+        if block.iter_vars or block.name != "root":
+            body = seq(Comment(f"block {block.name}"), body)
+        return body
+
+    def init(self, block: Block, vmap: dict[Var, Expr]) -> Stmt:
+        """TensorIR: the init runs when every reduction variable is 0."""
+        init = self.stmt(block.init, vmap)
+        conds = [vmap[iv.var] == const(0) for iv in block.iter_vars if iv.kind == REDUCE]
+        if not conds:
+            return init
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond & c
+        return IfThenElse(cond, init)
+
+
+__all__ = ["lower_blocks", "storage_of", "STACK_LIMIT_BYTES"]

@@ -1,0 +1,274 @@
+"""Golden tests of code generation's lowering passes, one pass at a time: IR in, the expected
+lowered IR out (compared structurally, names aside), and of the C printer: lowered IR in, the
+expected C statements out. The end-to-end tests (compiled, run, checked against numpy) are in
+test_codegen_c.py and test_codegen_simd.py."""
+from tessel import ir
+from tessel.arith import block_regions
+from tessel.codegen.c import print_c
+from tessel.codegen.lowered import (Allocate, Broadcast, Comment, LoweredFunc, Promote, Ramp,
+                                    Register, RegisterStore, VectorLoad, VectorOp, VectorStore,
+                                    lowered_str)
+from tessel.codegen.passes import lower_blocks, promote_registers, unroll, vectorize
+from tessel.ir import (REDUCE, Buffer, BufferLoad, BufferStore, For, IfThenElse, IntImm,
+                       IterVar, Var, const, realize, seq, structural_equal)
+from tessel.target import Target
+
+AVX2 = Target("x86_64-avx2")  # 8 float lanes
+
+
+def make_block(name, iter_vars, body, init=None, alloc=()):
+    reads, writes = block_regions(body, init)
+    return ir.Block(name, tuple(iter_vars), reads, writes, body, init, tuple(alloc))
+
+
+def make_func(name, params, body, alloc=()):
+    root = ir.Block("root", (), (), (), body, alloc_buffers=tuple(alloc))
+    return ir.PrimFunc(name, tuple(params), realize(root))
+
+
+def lowered(params, body, outputs=None):
+    return LoweredFunc("f", tuple(params), tuple(outputs or params[-1:]), body)
+
+
+def assert_lowers_to(got, expected):
+    assert structural_equal(got.body, expected), \
+        f"got:\n{lowered_str(got.body)}\nexpected:\n{lowered_str(expected)}"
+
+
+# ---- lower_blocks ----
+
+def test_blocks_become_substituted_statements_with_branches_and_allocations():
+    """A reduction block under a predicate: its variables become their bindings, the init a
+    branch on the reduction variable being 0, the predicate a branch, allocations nodes."""
+    A, C = Buffer("A", (6, 4)), Buffer("C", (6,))
+    tmp = Buffer("tmp", (2,), scope="local")
+    i0, i1, k = Var("i0"), Var("i1"), Var("k")
+    vi, vk = Var("vi"), Var("vk")
+    block = make_block("C", [IterVar(vi, 6), IterVar(vk, 4, REDUCE)],
+                       BufferStore(C, C[vi] + A[vi, vk], (vi,)),
+                       init=BufferStore(C, const(0.0), (vi,)), alloc=[tmp])
+    body = For(i0, 2, For(i1, 4, For(k, 4, realize(block, [i0 * 4 + i1, k], i0 * 4 + i1 < 6))))
+    got = lower_blocks(make_func("f", (A, C), body))
+
+    i = i0 * 4 + i1
+    inner = seq(IfThenElse(k == const(0), BufferStore(C, const(0.0), (i,))),
+                BufferStore(C, C[i] + A[i, k], (i,)))
+    expected = For(i0, 2, For(i1, 4, For(k, 4, seq(
+        Comment("block C"), IfThenElse(i < 6, Allocate(tmp, inner, "stack"))))))
+    assert_lowers_to(got, expected)
+    assert got.outputs == (C,)
+
+
+def test_large_or_global_buffers_go_to_the_heap():
+    X, O = Buffer("X", (4,)), Buffer("O", (4,))
+    big, glob = Buffer("big", (20000,), scope="local"), Buffer("glob", (4,))
+    i, v = Var("i"), Var("v")
+    block = make_block("O", [IterVar(v, 4)], BufferStore(O, X[v], (v,)))
+    func = make_func("f", (X, O), For(i, 4, realize(block, [i])), alloc=[big, glob])
+    got = lower_blocks(func)
+    assert [(a.buffer.name, a.storage) for a in ir.collect(got.body, Allocate)] == \
+        [("big", "heap"), ("glob", "heap")]
+
+
+# ---- unroll ----
+
+def test_unrolled_loop_is_copied_with_constants_and_folded():
+    A, O = Buffer("A", (3, 8)), Buffer("O", (3, 8))
+    j, i = Var("j"), Var("i")
+    store = BufferStore(O, A[i, j] * 2.0, (i, j))
+    got = unroll(lowered((A, O), For(j, 8, For(i, 3, store, kind="unrolled"))))
+    copies = [BufferStore(O, A[c, j] * 2.0, (IntImm(c), j)) for c in range(3)]
+    assert_lowers_to(got, For(j, 8, seq(*copies)))
+
+
+def test_loops_too_long_to_copy_get_a_pragma_and_extent_one_loops_vanish():
+    A, O = Buffer("A", (64,)), Buffer("O", (64,))
+    i, z = Var("i"), Var("z")
+    body = For(z, 1, For(i, 64, BufferStore(O, A[i + z], (i + z,)), kind="unrolled"))
+    got = unroll(lowered((A, O), body))
+    expected = For(i, 64, BufferStore(O, A[i], (i,)), annotations={"pragma_unroll": 64})
+    assert_lowers_to(got, expected)
+
+
+def test_auto_unroll_with_explicit_flag_copies_small_serial_nests():
+    A, O = Buffer("A", (2, 3)), Buffer("O", (2, 3))
+    i, j = Var("i"), Var("j")
+    inner = For(j, 3, BufferStore(O, A[i, j], (i, j)))
+    notes = {"pragma_auto_unroll_max_step": 16, "pragma_unroll_explicit": True}
+    got = unroll(lowered((A, O), For(i, 2, inner, annotations=notes)))
+    stores = [BufferStore(O, A[a, b], (IntImm(a), IntImm(b))) for a in range(2) for b in range(3)]
+    assert_lowers_to(got, seq(*stores))
+    notes["pragma_unroll_explicit"] = False  # the compiler unrolls: an annotation
+    got = unroll(lowered((A, O), For(i, 2, inner, annotations=notes)))
+    assert got.body.annotations["pragma_unroll"] == 2
+
+
+# ---- vectorize ----
+
+def test_vectorized_loop_becomes_vector_chunks():
+    """20 iterations of 8 lanes: two full vectors, a 4-lane vector, no scalar tail."""
+    A, O = Buffer("A", (20,)), Buffer("O", (20,))
+    i = Var("i")
+    got = vectorize(lowered((A, O), For(i, 20, BufferStore(O, A[i] + 1.0, (i,)),
+                                        kind="vectorized")), AVX2)
+
+    def chunk(start, lanes):
+        value = VectorOp("+", (VectorLoad(A, (IntImm(start),), lanes, "float32"),
+                               Broadcast(const(1.0), lanes, "float32")), lanes, "float32")
+        return VectorStore(O, (IntImm(start),), value)
+    assert_lowers_to(got, seq(chunk(0, 8), chunk(8, 8), chunk(16, 4)))
+
+
+def test_many_full_vectors_loop_over_chunks_and_the_loop_variable_is_a_ramp():
+    O = Buffer("O", (64,), "int32")
+    i = Var("i")
+    got = vectorize(lowered((O,), For(i, 64, BufferStore(O, i * 1, (i,)), kind="vectorized")),
+                    AVX2)
+    loop = got.body
+    assert isinstance(loop, For) and loop.extent == 8 and loop.annotations == {"vector_chunks": 8}
+    base = loop.loop_var * 8
+    assert_lowers_to(got, For(loop.loop_var, 8, VectorStore(O, (base,), Ramp(base, 1, 8, "int32")),
+                              annotations={"vector_chunks": 8}))
+
+
+def test_a_body_with_no_vector_form_is_left_to_omp_simd_with_the_reason():
+    A, O = Buffer("A", (16,)), Buffer("O", (16,))
+    i = Var("i")
+    loop = For(i, 16, BufferStore(O, ir.Call("sqrt", (A[i],), "float32"), (i,)),
+               kind="vectorized")
+    got = vectorize(lowered((A, O), loop), AVX2)
+    expected = seq(Comment("loop i: sqrt has no vector form here; left to omp simd"),
+                   For(i, 16, loop.body, kind="vectorized", annotations={"simd": "omp"}))
+    assert_lowers_to(got, expected)
+
+
+def test_varying_condition_runs_vectors_where_every_lane_holds_else_lane_by_lane():
+    A, O = Buffer("A", (16,)), Buffer("O", (13,))
+    j0, j1 = Var("j0"), Var("j1")
+    j = j0 * 8 + j1
+    loop = For(j0, 2, For(j1, 8, IfThenElse(j < 13, BufferStore(O, A[j], (j,))),
+                          kind="vectorized"))
+    got = vectorize(lowered((A, O), loop), AVX2)
+    lane0 = j0 * 8
+    vector = VectorStore(O, (lane0,), VectorLoad(A, (lane0,), 8, "float32"))
+    lanes = [IfThenElse(j0 * 8 + k < 13, BufferStore(O, A[j0 * 8 + k], (j0 * 8 + k,)))
+             for k in range(8)]
+    expected = For(j0, 2, IfThenElse((lane0 < 13) & (j0 * 8 + 7 < 13), vector, seq(*lanes)))
+    assert_lowers_to(got, expected)
+
+
+# ---- registers ----
+
+def test_local_buffer_at_constant_elements_becomes_variables():
+    B, O = Buffer("B", (4, 8)), Buffer("O", (8,))
+    acc = Buffer("acc", (8,), scope="local")
+    k = Var("k")
+    zero = VectorStore(acc, (IntImm(0),), Broadcast(const(0.0), 8, "float32"))
+    update = VectorStore(acc, (IntImm(0),), VectorOp(
+        "+", (VectorLoad(acc, (IntImm(0),), 8, "float32"),
+              VectorLoad(B, (k, IntImm(0)), 8, "float32")), 8, "float32"))
+    out = VectorStore(O, (IntImm(0),), VectorLoad(acc, (IntImm(0),), 8, "float32"))
+    body = Allocate(acc, seq(zero, For(k, 4, update), out), "stack")
+    got = promote_registers(lowered((B, O), body))
+
+    reg = Register(acc, 0, 8, "float32")
+    expected = Allocate(acc, seq(
+        RegisterStore(reg, Broadcast(const(0.0), 8, "float32")),
+        For(k, 4, RegisterStore(reg, VectorOp("+", (reg, VectorLoad(B, (k, IntImm(0)), 8,
+                                                                     "float32")), 8, "float32"))),
+        VectorStore(O, (IntImm(0),), reg)), "registers", ((0, 8),))
+    assert_lowers_to(got, expected)
+
+
+def test_accumulator_reached_at_an_invariant_base_is_promoted_around_the_loop():
+    """acc[i, 0:8] in a k loop inside an i loop: variables during the k loop only."""
+    B, O = Buffer("B", (4, 8)), Buffer("O", (3, 8))
+    acc = Buffer("acc", (3, 8), scope="local")
+    i, k = Var("i"), Var("k")
+    load = VectorLoad(acc, (i, IntImm(0)), 8, "float32")
+    update = VectorStore(acc, (i, IntImm(0)), VectorOp(
+        "+", (load, VectorLoad(B, (k, IntImm(0)), 8, "float32")), 8, "float32"))
+    body = Allocate(acc, For(i, 3, seq(For(k, 4, update),
+                                       VectorStore(O, (i, IntImm(0)), load))), "stack")
+    got = promote_registers(lowered((B, O), body))
+    promote = ir.collect(got.body, Promote)
+    assert len(promote) == 1 and promote[0].slots == ((0, 8),)
+    assert structural_equal(promote[0].base, i * 8)
+    reg = Register(acc, 0, 8, "float32")
+    assert structural_equal(promote[0].body.body, RegisterStore(reg, VectorOp(
+        "+", (reg, VectorLoad(B, (k, IntImm(0)), 8, "float32")), 8, "float32")))
+
+
+def test_buffers_with_moving_accesses_stay_arrays():
+    O = Buffer("O", (8,))
+    acc = Buffer("acc", (8,), scope="local")
+    i = Var("i")
+    body = Allocate(acc, For(i, 8, seq(BufferStore(acc, const(1.0), (i,)),
+                                       BufferStore(O, BufferLoad(acc, (i,), "float32"), (i,)))),
+                    "stack")
+    got = promote_registers(lowered((O,), body))
+    assert_lowers_to(got, body)
+
+
+# ---- the C printer ----
+
+def kernel_body(source):
+    start = source.index("static int32_t")
+    return source[source.index("{", start) + 2:source.index("\n    return 0;", start)]
+
+
+def test_printer_writes_lowered_ir_as_it_stands():
+    A, O = Buffer("A", (16,)), Buffer("O", (16,))
+    acc = Buffer("acc", (8,), scope="local")
+    c = Var("c")
+    reg = Register(acc, 0, 8, "float32")
+    body = seq(
+        Comment("block O"),
+        For(c, 2, Allocate(acc, seq(
+            RegisterStore(reg, VectorLoad(A, (c * 8,), 8, "float32")),
+            VectorStore(O, (c * 8,), VectorOp("*", (reg, Broadcast(const(2.0), 8, "float32")),
+                                              8, "float32"))), "registers", ((0, 8),)),
+            kind="parallel"))
+    source = print_c(lowered((A, O), body), AVX2)
+    assert kernel_body(source) == """\
+    // block O
+    #pragma omp parallel for num_threads(1) schedule(static)
+    for (int32_t c = 0; c < 2; ++c) {
+        {
+            tessel_f32x8 acc_0 = {0};
+            acc_0 = tessel_f32x8_load(&A[c * 8]);
+            tessel_f32x8_store(&O[c * 8], (acc_0 * tessel_f32x8_splat(2.0f)));
+        }
+    }"""
+    assert "typedef float tessel_f32x8 __attribute__((vector_size(32)));" in source
+
+
+def test_printer_loads_and_stores_back_a_promoted_range():
+    B, O = Buffer("B", (4, 8)), Buffer("O", (3, 8))
+    acc = Buffer("acc", (3, 8), scope="local")
+    i, k = Var("i"), Var("k")
+    reg = Register(acc, 0, 8, "float32")
+    body = Allocate(acc, For(i, 3, Promote(acc, i * 8, ((0, 8),), For(k, 4, RegisterStore(
+        reg, VectorOp("+", (reg, VectorLoad(B, (k, IntImm(0)), 8, "float32")), 8, "float32"))))),
+        "stack")
+    source = print_c(lowered((B, O), body, outputs=(O,)), AVX2)
+    assert kernel_body(source) == """\
+    {
+        float acc[24] __attribute__((aligned(64)));
+        for (int32_t i = 0; i < 3; ++i) {
+            tessel_f32x8 acc_0 = tessel_f32x8_load(&acc[i * 8]);
+            for (int32_t k = 0; k < 4; ++k) {
+                acc_0 = (acc_0 + tessel_f32x8_load(&B[k * 8]));
+            }
+            tessel_f32x8_store(&acc[i * 8], acc_0);
+        }
+    }"""
+
+
+def test_lowered_text_names_every_node():
+    A, O = Buffer("A", (8,)), Buffer("O", (8,))
+    i = Var("i")
+    got = vectorize(lowered((A, O), For(i, 8, BufferStore(O, A[i] * 3.0, (i,)),
+                                        kind="vectorized")), AVX2)
+    assert lowered_str(got) == ("def f(A: float32[8], O: float32[8]):\n"
+                                "    O[0:+8] = v*(A[0:+8], broadcast(3.0, 8))")

@@ -274,7 +274,7 @@ class _Writer:
             self.emit(d, f"alloc {self.names(b)}: {b.dtype}{list(b.shape)} on {s.storage}{slots}")
             self.stmt(s.body, d + 1)
         elif isinstance(s, Promote):
-            self.emit(d, f"promote {self.names(s.buffer)}[{self.e(s.base)} + {list(s.slots)}]:")
+            self.emit(d, f"promote {self.names(s.buffer)}[{self.e(s.base)} + slots {list(s.slots)}]:")
             self.stmt(s.body, d + 1)
         elif isinstance(s, Comment):
             self.emit(d, f"# {s.text}")

@@ -19,14 +19,14 @@ import functools
 from dataclasses import dataclass
 
 from tessel.codegen.c_expr import (LANE, Lin, flat_index, interval, is_nonnegative,
-                                   linear, varies)
+                                   linear)
 from tessel.codegen.lowered import (Allocate, Broadcast, Comment, Lanes, LoweredFunc, MaskOf,
                                     Promote, Ramp, Scatter, VectorCall, VectorCast, VectorLoad,
                                     VectorOp, VectorStore, lanes_of, mask_of)
 from tessel.codegen.passes.fold import substitute_folding
 from tessel.ir import (BinOp, BufferLoad, BufferStore, Call, Cast, Expr, For,
-                       IfThenElse, IntImm, Not, Select, SeqStmt, Stmt, Var, collect, const,
-                       is_float, seq)
+                       IfThenElse, IntImm, Not, Select, SeqStmt, Stmt, Var, children, collect,
+                       const, is_float, seq)
 from tessel.ir.expr import CMP_OPS, binop
 from tessel.target import Target
 
@@ -154,6 +154,7 @@ class _Chunk:
                  target: Target) -> None:
         self.var, self.base, self.width = var, base, width
         self.env, self.ranges, self.target = env, ranges, target
+        self.memo: dict[int, tuple[Expr, bool]] = {}
 
     # -- statements --
 
@@ -228,7 +229,16 @@ class _Chunk:
     # -- lanes --
 
     def varies(self, e: Expr) -> bool:
-        return varies(e, self.env)
+        """Whether `e` depends on the lane: uses the loop variable (memoized: rendering asks
+        this of every subexpression)."""
+        hit = self.memo.get(id(e))
+        if hit is None:
+            if isinstance(e, Var):
+                found = e is self.var
+            else:
+                found = any(self.varies(c) for c in children(e) if isinstance(c, Expr))
+            hit = self.memo[id(e)] = (e, found)  # holding e keeps its id from being reused
+        return hit[1]
 
     def lane_value(self, lane: int) -> Expr:
         return binop("+", self.base, lane)

@@ -36,7 +36,10 @@ OLD_SOURCE = textwrap.dedent("""\
     import tessel
     from tessel import ops
     from tessel.database import Database
-    from tessel.tune import best_func
+    try:
+        from tessel.tuning import best_func
+    except ImportError:  # before the tuning package (2026-11-24)
+        from tessel.tune import best_func
     func, target = ops.SUITE[sys.argv[1]], tessel.Target("host")
     with Database(sys.argv[2]) as db:
         best = best_func(func, target, db)

@@ -1,0 +1,388 @@
+"""Convolutions, matrix products and pooling: the anchors of fused groups, and their windows.
+
+Layouts are PyTorch's (NC[D]HW data, OI[D]HW conv weights); `pads` list the padding before
+each spatial axis, then after each (ONNX order). The te stages are those of `tessel.ops`
+(`nn.conv_stages`, `nn.conv_transpose_stages`, `nn.pool_stages`, dense as
+`ops.linalg.dense`), so a lone conv node lowers to the very workload of `ops.conv2d`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from tessel import ir, te
+from tessel.graph.ir import TensorType, check
+from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, bcast, broadcast_shape,
+                                      define, elementwise, f64, ints, split_pads)
+from tessel.ops import nn
+from tessel.ops import reference as ref
+from tessel.ops.common import named
+
+Index = tuple[ir.Expr, ...]
+
+
+def _torch_pads(pads: Sequence[int]) -> list[int]:
+    """ONNX pads (begins, then ends) as torch's F.pad list (last axis first)."""
+    nd = len(pads) // 2
+    return [p for d in reversed(range(nd)) for p in (pads[d], pads[d + nd])]
+
+
+def _bias_add(out: te.Tensor, bias: te.Tensor, axis: int, name: str) -> te.Tensor:
+    return elementwise(out.shape, lambda i: out[i] + bias[i[axis]], name)
+
+
+def _channel_bias(out: np.ndarray, args: list[np.ndarray]) -> np.ndarray:
+    if len(args) < 3:
+        return out
+    return out + f64(args[2]).reshape((-1,) + (1,) * (out.ndim - 2))
+
+
+# ---- conv ----
+
+def _conv_infer(inputs, attrs, label):
+    x, w = inputs[0].shape, inputs[1].shape
+    nd = len(x) - 2
+    check(1 <= nd <= 3 and len(w) == len(x),
+          f"node {label} (conv): data {x} and weight {w} must both be 3-d, 4-d or 5-d")
+    strides = ints(label, "conv", "strides", attrs["strides"] or (1,) * nd, nd)
+    dil = ints(label, "conv", "dilations", attrs["dilations"] or (1,) * nd, nd)
+    pads = ints(label, "conv", "pads", attrs["pads"] or (0,) * 2 * nd, 2 * nd)
+    attrs.update(strides=strides, dilations=dil, pads=pads)
+    g = attrs["groups"]
+    check(x[1] == w[1] * g and w[0] % g == 0,
+          f"node {label} (conv): {x[1]} input channels do not fit weight {w} with groups={g}")
+    if len(inputs) > 2:
+        check(inputs[2].shape == (w[0],), f"node {label} (conv): bias {inputs[2].shape} "
+                                          f"must be ({w[0]},)")
+    out = [(n + pads[i] + pads[i + nd] - dil[i] * (k - 1) - 1) // strides[i] + 1
+           for i, (n, k) in enumerate(zip(x[2:], w[2:]))]
+    check(all(o >= 1 for o in out), f"node {label} (conv): kernel {w[2:]} larger than the "
+                                     f"padded input {x[2:]}")
+    return (x[0], w[0], *out)
+
+
+def _conv_lower(args: list[Arg], a: Attrs, name: str, out_type: TensorType) -> te.Tensor:
+    x, w, *bias = args
+    nd = x.ndim - 2
+    stage = f"{name}_conv" if bias else name
+    out = nn.conv_stages("conv", x, w, a["strides"], a["pads"][:nd], a["dilations"],
+                         a["groups"], x.dtype, stage, pad_after=a["pads"][nd:],
+                         pad_name=f"{name}_pad")
+    return _bias_add(out, bias[0], 1, name) if bias else out
+
+
+def _conv_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+    x, w = f64(args[0]), args[1]
+    before, after = split_pads(a["pads"])
+    x = np.pad(x, [(0, 0), (0, 0)] + list(zip(before, after)))
+    nd = x.ndim - 2
+    y = ref.conv_nd(x, w, a["strides"], (0,) * nd, a["dilations"], a["groups"])
+    return _channel_bias(y, args)
+
+
+def _conv_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
+    conv = getattr(t.nn.functional, f"conv{x.dim() - 2}d")
+    return conv(t.nn.functional.pad(x, _torch_pads(pads)), w, b, strides, 0, dilations, groups)
+
+
+_CONV_ATTRS = dict(strides=None, pads=None, dilations=None, groups=1)
+define("conv", "anchor", _conv_infer, _conv_lower, _conv_reference, attrs=_CONV_ATTRS,
+       inputs=(2, 3), layout="anchor", torch=_conv_torch, examples=[
+           # bias, groups, depthwise, dilation, strides, asymmetric pads, 1-3 spatial axes
+           Example(((1, 3, 9, 7), (5, 3, 3, 3), (5,)), dict(pads=(1, 1, 1, 1))),
+           Example(((1, 6, 11, 9), (9, 2, 3, 3)), dict(strides=(2, 2), dilations=(2, 2),
+                                                        groups=3)),
+           Example(((1, 3, 9, 7), (5, 3, 2, 3)), dict(strides=(2, 1), pads=(0, 1, 2, 1))),
+           Example(((2, 5, 9, 7), (5, 1, 3, 3), (5,)), dict(pads=(1, 1, 1, 1), groups=5)),
+           Example(((1, 3, 7, 9), (5, 3, 1, 1))),
+           Example(((2, 3, 13), (5, 3, 3)), dict(strides=(2,), pads=(1, 2), dilations=(2,))),
+           Example(((1, 3, 5, 7, 6), (5, 3, 3, 2, 3), (5,)),
+                   dict(strides=(1, 2, 2), pads=(1, 0, 1, 1, 1, 0)))])
+
+
+# ---- conv_transpose ----
+
+def _conv_transpose_infer(inputs, attrs, label):
+    x, w = inputs[0].shape, inputs[1].shape
+    nd = len(x) - 2
+    check(1 <= nd <= 3 and len(w) == len(x), f"node {label} (conv_transpose): data {x} and "
+                                             f"weight {w} ranks do not match")
+    g = attrs["groups"]
+    check(x[1] == w[0] and x[1] % g == 0, f"node {label} (conv_transpose): {x[1]} input "
+                                          f"channels do not fit weight {w} (groups={g})")
+    strides = ints(label, "conv_transpose", "strides", attrs["strides"] or (1,) * nd, nd)
+    dil = ints(label, "conv_transpose", "dilations", attrs["dilations"] or (1,) * nd, nd)
+    pads = ints(label, "conv_transpose", "pads", attrs["pads"] or (0,) * 2 * nd, 2 * nd)
+    opad = ints(label, "conv_transpose", "output_padding",
+                attrs["output_padding"] or (0,) * nd, nd)
+    attrs.update(strides=strides, dilations=dil, pads=pads, output_padding=opad)
+    out = [(n - 1) * s - pads[i] - pads[i + nd] + d * (k - 1) + op + 1
+           for i, (n, k, s, d, op) in enumerate(zip(x[2:], w[2:], strides, dil, opad))]
+    return (x[0], w[1] * g, *out)
+
+
+def _conv_transpose_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, w, *bias = args
+    stage = f"{name}_conv" if bias else name
+    nd = x.ndim - 2
+    y = nn.conv_transpose_stages(x, w, a["strides"], a["pads"][:nd], out.shape[2:],
+                                 a["dilations"], a["groups"], stage, pad_name=f"{name}_pad")
+    return _bias_add(y, bias[0], 1, name) if bias else y
+
+
+def _conv_transpose_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+    x, w = args[0], args[1]
+    full = ref.scatter_taps(x, w, a["strides"], a["dilations"], a["groups"],
+                            a["output_padding"])  # (O, N, *uncropped)
+    before, after = split_pads(a["pads"])
+    crop = tuple(slice(b, n - e) for b, e, n in zip(before, after, full.shape[2:]))
+    return _channel_bias(full[(slice(None), slice(None)) + crop].swapaxes(0, 1), args)
+
+
+def _conv_transpose_torch(t, x, w, b=None, *, strides, pads, output_padding, dilations, groups):
+    nd = x.dim() - 2
+    full = getattr(t.nn.functional, f"conv_transpose{nd}d")(
+        x, w, b, strides, 0, output_padding, groups, dilations)
+    crop = [slice(pads[d], full.shape[2 + d] - pads[d + nd]) for d in range(nd)]
+    return full[(slice(None), slice(None), *crop)]
+
+
+define("conv_transpose", "anchor", _conv_transpose_infer, _conv_transpose_lower,
+       _conv_transpose_reference, attrs={**_CONV_ATTRS, "output_padding": None},
+       inputs=(2, 3), layout="anchor", torch=_conv_transpose_torch, examples=[
+           Example(((1, 3, 5, 7), (3, 5, 3, 3), (5,)),
+                   dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 0))),
+           Example(((1, 4, 5, 3), (4, 3, 3, 2)),
+                   dict(strides=(2, 3), pads=(1, 0, 0, 2), dilations=(2, 1), groups=2)),
+           Example(((2, 3, 7), (3, 5, 3)), dict(strides=(3,), pads=(2, 1))),
+           Example(((1, 2, 3, 5, 4), (2, 3, 3, 3, 2)),
+                   dict(strides=(1, 2, 2), pads=(1, 0, 1, 0, 1, 0), output_padding=(0, 1, 0)))])
+
+
+# ---- products ----
+
+def _mm_names(rank: int) -> tuple[str, ...]:
+    """Axis names of a product's output: b0, b1, ... (batch), then i, j (j alone at rank 1)."""
+    return tuple(f"b{d}" for d in range(rank - 2)) + ("i", "j")[-rank:]
+
+
+def _dense_infer(inputs, attrs, label):
+    x, w = inputs[0].shape, inputs[1].shape
+    check(len(w) == 2 and x[-1] == w[1], f"node {label} (dense): data {x} and weight {w} "
+                                         f"(N, K) disagree on K")
+    if len(inputs) > 2:
+        check(inputs[2].shape == (w[0],), f"node {label} (dense): bias must be ({w[0]},)")
+    return (*x[:-1], w[0])
+
+
+def _dense_lower(args: list[Arg], a: Attrs, name: str, out_type: TensorType) -> te.Tensor:
+    """ops.linalg.dense over every leading axis of x: out[..., j] = sum_k x[..., k] w[j, k]."""
+    x, w, *bias = args
+    k = te.reduce_axis(x.shape[-1], name="k")
+    shape = (*x.shape[:-1], w.shape[0])
+
+    def body(*idx: ir.Expr) -> ir.Expr:
+        return te.sum(x[(*idx[:-1], k)] * w[idx[-1], k], axis=k)
+
+    out = te.compute(shape, named(body, _mm_names(len(shape))),
+                     name=f"{name}_dense" if bias else name)
+    return _bias_add(out, bias[0], len(shape) - 1, name) if bias else out
+
+
+def _dense_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+    y = f64(args[0]) @ f64(args[1]).T
+    return y + f64(args[2]) if len(args) > 2 else y
+
+
+define("dense", "anchor", _dense_infer, _dense_lower, _dense_reference, inputs=(2, 3),
+       layout="barrier", torch=lambda t, x, w, b=None: t.nn.functional.linear(x, w, b),
+       examples=[Example(((7, 5), (3, 5), (3,))), Example(((2, 3, 5), (7, 5))),
+                 Example(((5,), (3, 5), (3,)))])
+
+
+def _matmul_infer(inputs, attrs, label):
+    a, b = inputs[0].shape, inputs[1].shape
+    check(len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2],
+          f"node {label} (matmul): shapes {a} and {b} do not multiply")
+    return (*broadcast_shape([a[:-2], b[:-2]], label), a[-2], b[-1])
+
+
+def _matmul_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, y = args
+    k = te.reduce_axis(x.shape[-1], name="k")
+    batch = out.shape[:-2]
+
+    def body(*idx: ir.Expr) -> ir.Expr:
+        b, i, j = idx[:-2], idx[-2], idx[-1]
+        xb, yb = bcast(b, x.shape[:-2], batch), bcast(b, y.shape[:-2], batch)
+        return te.sum(x[(*xb, i, k)] * y[(*yb, k, j)], axis=k)
+
+    return te.compute(out.shape, named(body, _mm_names(len(out.shape))), name=name)
+
+
+define("matmul", "anchor", _matmul_infer, _matmul_lower,
+       lambda args, a, out: np.matmul(f64(args[0]), f64(args[1])), inputs=(2, 2),
+       layout="barrier", torch=lambda t, a, b: t.matmul(a, b),
+       examples=[Example(((7, 5), (5, 3))), Example(((2, 7, 5), (5, 3))),
+                 Example(((2, 1, 7, 5), (3, 5, 11))), Example(((7, 5), (3, 5, 2)))])
+
+
+# ---- pooling ----
+
+def _pool_infer(inputs, attrs, label):
+    x = inputs[0].shape
+    nd = len(x) - 2
+    check(1 <= nd <= 3, f"node {label} (pool): data must be 3-d to 5-d, got {x}")
+    kernel = ints(label, "pool", "kernel", attrs["kernel"], nd)
+    strides = ints(label, "pool", "strides", attrs["strides"] or kernel, nd)
+    pads = ints(label, "pool", "pads", attrs["pads"] or (0,) * 2 * nd, 2 * nd)
+    attrs.update(kernel=kernel, strides=strides, pads=pads)
+    rnd = math.ceil if attrs["ceil_mode"] else math.floor
+    out = []
+    for i, n in enumerate(x[2:]):
+        size = rnd((n + pads[i] + pads[i + nd] - kernel[i]) / strides[i]) + 1
+        if attrs["ceil_mode"] and (size - 1) * strides[i] >= n + pads[i]:
+            size -= 1  # the last window must start inside the input or its left padding
+        out.append(size)
+    return (*x[:2], *out)
+
+
+def _pool_after(x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> tuple[int, ...]:
+    """Padding after each spatial axis, grown so that ceil_mode's last windows fit."""
+    nd, sizes = x.ndim - 2, x.shape[2:]
+    return tuple(max(e, (o - 1) * s + k - b - n) for n, k, s, b, e, o in zip(
+        sizes, a["kernel"], a["strides"], a["pads"][:nd], a["pads"][nd:], out_sp))
+
+
+def _max_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, = args
+    nd, out_sp = x.ndim - 2, out.shape[2:]
+    return nn.pool_stages("max_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
+                          te.identity_of("max", x.dtype), te.max, name,
+                          pad_after=_pool_after(x, a, out_sp), pad_name=f"{name}_pad")
+
+
+def _window_count(y: ir.Expr, k: int, s: int, b: int, lo: int, hi: int) -> ir.Expr:
+    """How many of the k taps of window y (starting at y * s - b) lie in [lo, hi)."""
+    start = y * s - b
+    return te.min(start + k, hi) - te.max(start, lo)
+
+
+def _avg_divisor(idx: Index, x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> ir.Expr | float:
+    """The divisor of each window's sum: the taps inside the input, plus the padded ones with
+    count_include_pad (only up to the declared padding, as in torch and onnxruntime)."""
+    nd = x.ndim - 2
+    total: ir.Expr | int = 1
+    for d, (n, k, s, b, e, o) in enumerate(zip(x.shape[2:], a["kernel"], a["strides"],
+                                               a["pads"][:nd], a["pads"][nd:], out_sp)):
+        lo, hi = (-b, n + e) if a["count_include_pad"] else (0, n)
+        starts = [y * s - b for y in range(o)]
+        if all(st >= lo and st + k <= hi for st in starts):
+            total = total * k
+        else:
+            total = _window_count(idx[2 + d], k, s, b, lo, hi) * total
+    return float(total) if isinstance(total, int) else te.cast("float32", total)
+
+
+def _avg_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    """Stages as ops.avg_pool2d: [pad,] sum, then the sum over the window count."""
+    x, = args
+    nd, out_sp = x.ndim - 2, out.shape[2:]
+    total = nn.pool_stages("avg_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
+                           0, te.sum, f"{name}_sum", pad_after=_pool_after(x, a, out_sp),
+                           pad_name=f"{name}_pad")
+    return elementwise(total.shape, lambda i: total[i] / _avg_divisor(i, x, a, out_sp), name)
+
+
+def _pool_padding(x: np.ndarray, a: Attrs, out_sp: Sequence[int]) -> list[tuple[int, int]]:
+    """(before, after) per spatial axis; after grows so that ceil_mode's last windows fit."""
+    before, after = split_pads(a["pads"])
+    return [(b, max(e, (o - 1) * s + k - b - n)) for n, k, s, b, e, o in
+            zip(x.shape[2:], a["kernel"], a["strides"], before, after, out_sp)]
+
+
+def _window_counts(a: Attrs, sizes: Sequence[int], out_sp: Sequence[int]) -> np.ndarray:
+    """How many elements avg_pool divides each window's sum by, as an (*out_sp) array."""
+    before, after = split_pads(a["pads"])
+    counts = np.ones((), np.float64)
+    for n, k, s, b, e, o in zip(sizes, a["kernel"], a["strides"], before, after, out_sp):
+        lo, hi = (-b, n + e) if a["count_include_pad"] else (0, n)
+        start = np.arange(o) * s - b
+        axis = np.minimum(start + k, hi) - np.maximum(start, lo)
+        counts = np.multiply.outer(counts, axis.astype(np.float64))
+    return counts
+
+
+def _pool_reference(args: list[np.ndarray], a: Attrs, out: TensorType,
+                    is_max: bool) -> np.ndarray:
+    out_sp = out.shape[2:]
+    x = args[0] if is_max else f64(args[0])
+    fill = -np.inf if is_max else 0.0
+    padded = np.pad(x, [(0, 0), (0, 0)] + _pool_padding(x, a, out_sp), constant_values=fill)
+    nd = x.ndim - 2
+    windows = ref.sliding_windows(padded, a["kernel"], a["strides"], (1,) * nd)
+    windows = windows[(slice(None), slice(None)) + tuple(slice(o) for o in out_sp)]
+    axes = tuple(range(-nd, 0))
+    if is_max:
+        return windows.max(axis=axes)
+    return windows.sum(axis=axes) / _window_counts(a, x.shape[2:], out_sp)
+
+
+def _sum_pool_torch(t, x, kernel, strides, ceil_mode):
+    """Window sums (avg_pool with divisor 1; 1-d pools run as 2-d ones)."""
+    if x.dim() == 3:
+        return _sum_pool_torch(t, x.unsqueeze(2), (1, *kernel), (1, *strides),
+                               ceil_mode).squeeze(2)
+    pool = getattr(t.nn.functional, f"avg_pool{x.dim() - 2}d")
+    return pool(x, kernel, strides, 0, ceil_mode, True, divisor_override=1)
+
+
+def _pool_torch(t, x, *, kernel, strides, pads, ceil_mode, count_include_pad=None):
+    F, nd = t.nn.functional, x.dim() - 2
+    before, after = pads[:nd], pads[nd:]
+    kind = "max" if count_include_pad is None else "avg"
+    pool = getattr(F, f"{kind}_pool{nd}d")
+    if before == after and kind == "max":
+        return pool(x, kernel, strides, before, ceil_mode=ceil_mode)
+    if before == after:
+        return pool(x, kernel, strides, before, ceil_mode, count_include_pad)
+    if kind == "max":
+        padded = F.pad(x, _torch_pads(pads), value=-math.inf)
+        return pool(padded, kernel, strides, 0, ceil_mode=ceil_mode)
+    # asymmetric average: sums over the padded input / counts of the elements that count
+    sums = _sum_pool_torch(t, F.pad(x, _torch_pads(pads)), kernel, strides, ceil_mode)
+    ones = F.pad(t.ones_like(x), _torch_pads(pads), value=float(count_include_pad))
+    return sums / _sum_pool_torch(t, ones, kernel, strides, ceil_mode)
+
+
+_POOL_ATTRS = dict(kernel=REQUIRED, strides=None, pads=None, ceil_mode=False)
+define("max_pool", "reduce", _pool_infer, _max_pool_lower,
+       lambda args, a, out: _pool_reference(args, a, out, is_max=True), attrs=_POOL_ATTRS,
+       layout="channelwise", torch=_pool_torch, examples=[
+           # padding, strides, ceil_mode (incl. a dropped last window), 1-3 spatial axes
+           Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+           Example(((1, 3, 11, 13),), dict(kernel=(3, 2), strides=(2, 2), pads=(1, 1, 1, 1),
+                                           ceil_mode=True)),
+           Example(((2, 3, 7, 9),), dict(kernel=(2, 3), pads=(0, 1, 1, 0))),
+           Example(((1, 3, 13),), dict(kernel=(3,), strides=(2,), ceil_mode=True)),
+           Example(((1, 2, 5, 7, 6),), dict(kernel=(2, 3, 2), strides=(1, 2, 2),
+                                            pads=(0, 1, 1) * 2))])
+define("avg_pool", "reduce", _pool_infer, _avg_pool_lower,
+       lambda args, a, out: _pool_reference(args, a, out, is_max=False),
+       attrs={**_POOL_ATTRS, "count_include_pad": False}, layout="channelwise",
+       torch=_pool_torch, examples=[
+           Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+           Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+                                         count_include_pad=True)),
+           Example(((2, 3, 7, 9),), dict(kernel=(3, 2))),
+           Example(((1, 3, 11, 13),), dict(kernel=(3, 2), strides=(2, 2), pads=(1, 1, 1, 1),
+                                           ceil_mode=True, count_include_pad=True)),
+           Example(((1, 3, 11, 13),), dict(kernel=(3, 3), strides=(2, 2), ceil_mode=True)),
+           Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(0, 1, 2, 1))),
+           Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(0, 1, 2, 1),
+                                         count_include_pad=True)),
+           Example(((1, 3, 13),), dict(kernel=(3,), strides=(2,), pads=(1, 1), ceil_mode=True)),
+           Example(((1, 2, 5, 7, 6),), dict(kernel=(2, 3, 3), strides=(1, 2, 2),
+                                            pads=(1,) * 6))])

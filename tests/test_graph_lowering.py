@@ -14,6 +14,7 @@ import tessel
 from tessel import ir, ops, te
 from tessel.graph import OPS, Graph, GraphError, Node, opdefs
 from tessel.graph.ir import TensorType
+from tessel.graph.fuse import fuse
 from tessel.graph.lowering import lower
 from tessel.graph.reference import evaluate, run_graph
 
@@ -251,6 +252,25 @@ def test_fused_chain_matches_reference(make, n_blocks):
     assert len(_block_names(func)) == n_blocks and func.params[-1].name == g.outputs[0]
     feeds = {v: np.random.default_rng(1).standard_normal(g.types[v].shape).astype("float32")
              for v in g.inputs}
+    got = _run(func, [feeds[v] if v in feeds else g.constants[v] for v in params])
+    expected, = run_graph(g, feeds)
+    np.testing.assert_allclose(got, expected, **TOL)
+
+
+UNARY_ELEMWISE = [n for n, op in OPS.items() if op.kind == "elemwise" and op.n_inputs == (1, 1)]
+
+
+@pytest.mark.parametrize("op", UNARY_ELEMWISE)
+def test_every_unary_elementwise_op_fuses_into_a_conv(op):
+    """conv -> op is one fused group (one kernel), and that kernel matches the reference."""
+    g = Graph(f"conv_{op}")
+    x = g.add_input("x", (1, 3, 9, 7))
+    w = g.add_constant("w", np.abs(_random(np.random.default_rng(2), (4, 3, 3, 3), None)))
+    y = g.add_node("conv", [x, w], pads=(1, 1, 1, 1))
+    g.set_outputs([g.add_node(op, [y], name="out")])
+    assert [grp.name for grp in fuse(g)] == [f"fused_conv_{op}"]
+    func, params = _lower_graph(g)
+    feeds = {"x": np.abs(_random(np.random.default_rng(1), (1, 3, 9, 7), None)) + 0.1}
     got = _run(func, [feeds[v] if v in feeds else g.constants[v] for v in params])
     expected, = run_graph(g, feeds)
     np.testing.assert_allclose(got, expected, **TOL)

@@ -310,15 +310,16 @@ def _expand(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.out("add", [ins[0], Const(ctx.fresh(f"{ctx.out_name}_zeros"), zeros)])
 
 
-_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp",
-          "Log": "log", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs"}
+# ONNX operators that are one canonical unary operator with default attributes
+UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp",
+         "Log": "log", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs"}
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow",
            "Max": "maximum", "Min": "minimum", "Sum": "add"}
 
 CONVERTERS: dict[str, Converter] = {
     "Conv": _conv, "ConvTranspose": _conv_transpose, "Gemm": _gemm, "MatMul": _matmul,
     **{k: _variadic(op) for k, op in _BINARY.items()},
-    **{k: _unary(op) for k, op in _UNARY.items()},
+    **{k: _unary(op) for k, op in UNARY.items()},
     "Gelu": _unary("gelu", approximate="none"), "LeakyRelu": _unary("leaky_relu", alpha=0.01),
     "Clip": _clip, "Reciprocal": lambda ctx, ins, attrs: ctx.out("div", [ctx.scalar(1.0), ins[0]]),
     "BatchNormalization": _batch_norm, "MaxPool": _pool("max_pool"),

@@ -178,7 +178,8 @@ def _stack(c: Context, a: dict) -> Any:
     return c.out("concat", parts, axis=axis) if len(parts) > 1 else parts[0]
 
 
-_UNARY = "relu sigmoid tanh erf exp log sqrt neg abs".split()
+# aten operators (and their in-place forms) that are one canonical unary operator
+UNARY = "relu sigmoid tanh erf exp log sqrt neg abs".split()
 _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
           "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims "
           "expand.default")
@@ -198,7 +199,7 @@ ATEN: dict[str, Converter] = {
     **each("pow.Tensor_Tensor pow.Tensor_Scalar pow.Scalar", _binary("pow")),
     **each("maximum.default", _binary("maximum")),
     **each("minimum.default", _binary("minimum")),
-    **{f"aten.{op}{inplace}.default": _unary(op) for op in _UNARY for inplace in ("", "_")},
+    **{f"aten.{op}{inplace}.default": _unary(op) for op in UNARY for inplace in ("", "_")},
     **each("gelu.default gelu_.default", _gelu),
     **each("leaky_relu.default leaky_relu_.default", _leaky_relu),
     **each("hardtanh.default hardtanh_.default", _clip("min_val", "max_val")),

@@ -312,7 +312,7 @@ def _expand(ctx: Importer, ins: list, attrs: dict) -> Value:
 
 # ONNX operators that are one canonical unary operator with default attributes
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp",
-         "Log": "log", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs"}
+         "Log": "log", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs", "HardSwish": "hardswish"}
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow",
            "Max": "maximum", "Min": "minimum", "Sum": "add"}
 

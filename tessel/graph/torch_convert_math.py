@@ -108,18 +108,9 @@ def _silu(c: Context, a: dict) -> Any:
     return c.out("mul", [a["self"], c.emit("sigmoid", [a["self"]])])
 
 
-def _hardsigmoid_value(c: Context, x: Any, final: bool) -> str:
-    shifted = c.emit("add", [c.emit("mul", [x, 1.0 / 6.0]), 0.5])
-    return (c.out if final else c.emit)("clip", [shifted], min=0.0, max=1.0)
-
-
 def _hardsigmoid(c: Context, a: dict) -> Any:
-    return _hardsigmoid_value(c, a["self"], final=True)
-
-
-def _hardswish(c: Context, a: dict) -> Any:
-    return c.out("mul", [a["self"], _hardsigmoid_value(c, a["self"], final=False)])
-
+    shifted = c.emit("add", [c.emit("mul", [a["self"], 1.0 / 6.0]), 0.5])
+    return c.out("clip", [shifted], min=0.0, max=1.0)
 
 
 # ---- layout ----
@@ -179,7 +170,7 @@ def _stack(c: Context, a: dict) -> Any:
 
 
 # aten operators (and their in-place forms) that are one canonical unary operator
-UNARY = "relu sigmoid tanh erf exp log sqrt neg abs".split()
+UNARY = "relu sigmoid tanh erf exp log sqrt neg abs hardswish".split()
 _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
           "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims "
           "expand.default")
@@ -211,7 +202,6 @@ ATEN: dict[str, Converter] = {
     **each("rsqrt.default", _rsqrt),
     **each("silu.default silu_.default", _silu),
     **each("hardsigmoid.default hardsigmoid_.default", _hardsigmoid),
-    **each("hardswish.default hardswish_.default", _hardswish),
     **each(_VIEWS, _view),
     **each("permute.default transpose.int t.default", _permute),
     **each(_IDENTITY, _identity),

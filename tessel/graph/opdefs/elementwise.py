@@ -153,6 +153,10 @@ unary("leaky_relu", lambda v, a: te.if_then_else(v > 0.0, v, v * float(a["alpha"
       lambda t, x, alpha: t.nn.functional.leaky_relu(x, alpha),
       Example((X3,)), Example((X3,), dict(alpha=0.2)), attrs=dict(alpha=0.01))
 
+unary("hardswish", lambda v, a: v * _clip_te(v + 3.0, 0.0, 6.0) * (1.0 / 6.0),
+      lambda x, a: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+      lambda t, x: t.nn.functional.hardswish(x), Example(((2, 3, 9, 7),)))
+
 
 # ---- batch normalization ----
 

@@ -9,10 +9,7 @@ by family. This module is the IR's view of them: `OPS` and `infer`.
 | dense | x (..., K), w (N, K)[, b (N,)] | (torch linear) |
 | matmul | a (..., M, K), b (..., K, N) | (numpy matmul, batch dims broadcast; ranks >= 2) |
 | add sub mul div pow maximum minimum | a, b | |
-| relu sigmoid tanh erf exp log sqrt neg abs | x | |
-| gelu | x | approximate: "none" or "tanh" |
-| clip | x | min, max (None: unbounded) |
-| leaky_relu | x | alpha |
+| unary math (relu, sigmoid, tanh, gelu, ...: opdefs/elementwise.py) | x | gelu: approximate ("none", "tanh"); clip: min, max (None: unbounded); leaky_relu: alpha |
 | batch_norm | x, scale, bias, mean, var (each (C,)) | epsilon (channels on axis 1) |
 | max_pool, avg_pool | x | kernel, strides, pads, ceil_mode (avg: count_include_pad) |
 | global_avg_pool | x | (keeps the spatial axes as 1) |

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from measure_kernels import candidate_and_build
+from measure_kernels import BODIES, candidate_and_build
 from tessel import Schedule, Target, ops
 from tessel.measure import LocalBuilder, LocalRunner, MeasureCandidate, RunConfig, measure
 from tessel.measure.builder import build_artifact
@@ -21,8 +21,8 @@ def target():
 
 
 @pytest.fixture(scope="module")
-def runner(target):
-    with LocalRunner(target, timeout_s=1.0, min_repeat_ms=1.0) as r:
+def runner(target):  # every candidate timed in full (its tests count the repeats)
+    with LocalRunner(target, timeout_s=1.0, min_repeat_ms=1.0, stop_ratio=0) as r:
         yield r
 
 
@@ -67,6 +67,26 @@ def test_scheduled_matmuls_are_checked_and_timed(runner, target, tmp_path):
         assert r.ok, r.error_msg
         assert len(r.costs) == 3 and all(np.isfinite(c) and c > 0 for c in r.costs)
         assert r.build_secs > 0 and r.run_secs > 0 and r.mean_secs < 1e-2
+
+
+SLOW = "    { struct timespec t = {0, 20000000}; nanosleep(&t, NULL); }\n" + BODIES["right"]
+
+
+def test_far_slower_candidates_are_timed_once(target, tmp_path):
+    """Past stop_ratio times the best so far (3 by default), one timing is the cost; the
+    record says so. Without a best yet, or under the ratio, every repeat is timed."""
+    right, slow = (candidate_and_build(body, target, tmp_path) for body in ("right", SLOW))
+    with LocalRunner(target, min_repeat_ms=1.0) as r:
+        first, = r.run(*zip(slow))  # no best yet: timed in full
+        results = r.run(*zip(right, slow, right))
+    assert first.ok and len(first.costs) == 3 and "stopped_early" not in first.flags
+    fast, cut, again = results
+    assert fast.ok and len(fast.costs) == 3 and again.ok and len(again.costs) == 3
+    assert cut.ok and "stopped_early" in cut.flags and len(cut.costs) == 1
+    assert cut.costs[0] >= 0.02 and cut.run_secs < first.run_secs
+    with LocalRunner(target, min_repeat_ms=1.0, stop_ratio=0) as r:
+        results = r.run(*zip(right, slow))
+    assert [len(x.costs) for x in results] == [3, 3] and not results[1].flags
 
 
 def test_check_off_measures_a_wrong_kernel(target, tmp_path):

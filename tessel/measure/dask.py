@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from tessel.extras import require
 from tessel.measure.builder import BuildResult, ParamSpec
 from tessel.measure.result import MeasureCandidate, MeasureResult
-from tessel.measure.runner import References, check_batch, make_config, plan_job
+from tessel.measure.runner import BestSoFar, References, check_batch, make_config, plan_job
 from tessel.measure.session import DeviceSession, MeasureJob, ReferenceJob, RunConfig
 from tessel.target import Target
 
@@ -81,6 +81,7 @@ class RemoteJob:
     reference: tuple[str, Shipped, float, float] | None  # key, library, rtol, atol
     flush_bytes: int
     build_secs: float
+    stop_above_s: float = 0.0
 
     def local(self) -> MeasureJob:
         ref = None
@@ -88,7 +89,7 @@ class RemoteJob:
             key, lib, rtol, atol = self.reference
             ref = ReferenceJob(key, lib.local_path(), rtol, atol)
         return MeasureJob(self.lib.local_path(), self.params, self.config, ref,
-                          self.flush_bytes, self.build_secs)
+                          self.flush_bytes, self.build_secs, self.stop_above_s)
 
 
 def measure_on_device(job: RemoteJob) -> MeasureResult:
@@ -136,6 +137,7 @@ class DaskRunner:
         self.config = make_config(config, overrides)
         self.batch_timeout_s = batch_timeout_s
         self.references = References(self.target, cache_dir)
+        self.best = BestSoFar(self.config.stop_ratio)
         self._shipped: dict[str, Shipped] = {}
 
     def run(self, candidates: Sequence[MeasureCandidate],
@@ -153,12 +155,14 @@ class DaskRunner:
             results_of_jobs = self._submit_and_wait(jobs)
             for index, result in results_of_jobs.items():
                 results[index] = result
+                self.best.note(self.references.key(candidates[index].workload), result)
         return results
 
     def _plan(self, candidate: MeasureCandidate, build: BuildResult) -> RemoteJob | MeasureResult:
         if build.artifact is None:
             return build.error
-        job = plan_job(candidate, build.artifact, self.config, self.target, self.references)
+        job = plan_job(candidate, build.artifact, self.config, self.target, self.references,
+                       self.best)
         if isinstance(job, MeasureResult):
             return job
         ref = None
@@ -166,7 +170,7 @@ class DaskRunner:
             r = job.reference
             ref = (r.key, self._ship(r.lib_path), r.rtol, r.atol)
         return RemoteJob(self.device, Shipped.read(job.lib_path), job.params, job.config, ref,
-                         job.flush_bytes, job.build_secs)
+                         job.flush_bytes, job.build_secs, job.stop_above_s)
 
     def _ship(self, path: str) -> Shipped:
         if path not in self._shipped:

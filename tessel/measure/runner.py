@@ -120,8 +120,27 @@ def make_config(config: RunConfig | None, overrides: dict) -> RunConfig:
     return dataclasses.replace(config, **overrides) if overrides else config
 
 
+class BestSoFar:
+    """The best mean cost a runner has measured per workload (by reference key), to stop
+    timing candidates that are clearly slower (RunConfig.stop_ratio)."""
+
+    def __init__(self, ratio: float) -> None:
+        self.ratio = ratio
+        self._best: dict[str, float] = {}
+
+    def limit(self, key: str) -> float:
+        """Seconds per call past which a candidate of workload `key` stops (0: never)."""
+        best = self._best.get(key)
+        return self.ratio * best if best is not None and self.ratio > 0 else 0.0
+
+    def note(self, key: str, result: MeasureResult) -> None:
+        if result.ok and not result.disturbed and "stopped_early" not in result.flags:
+            self._best[key] = min(self._best.get(key, math.inf), result.mean_secs)
+
+
 def plan_job(candidate: MeasureCandidate, artifact: Artifact, config: RunConfig,
-             target: Target, references: References) -> MeasureJob | MeasureResult:
+             target: Target, references: References,
+             best: BestSoFar | None = None) -> MeasureJob | MeasureResult:
     """The job that measures `artifact`, or an error if it cannot be checked as asked."""
     reference = None
     if config.check:
@@ -134,8 +153,9 @@ def plan_job(candidate: MeasureCandidate, artifact: Artifact, config: RunConfig,
         if ref is not None:
             reference = ReferenceJob(ref.key, ref.artifact.lib_path, ref.rtol, ref.atol)
     flush = target.l3_bytes if config.flush_cache else 0
+    limit = best.limit(references.key(candidate.workload)) if best is not None else 0.0
     return MeasureJob(artifact.lib_path, artifact.params, config, reference, flush,
-                      artifact.build_secs)
+                      artifact.build_secs, limit)
 
 
 def check_batch(candidates: Sequence[MeasureCandidate], builds: Sequence[BuildResult]) -> None:
@@ -157,6 +177,7 @@ class LocalRunner:
         self.target = target if target is not None else Target("host")
         self.config = make_config(config, overrides)
         self.references = References(self.target, cache_dir)
+        self.best = BestSoFar(self.config.stop_ratio)
         self.session = DeviceSession(device, lock=lock)
 
     def run(self, candidates: Sequence[MeasureCandidate],
@@ -167,8 +188,13 @@ class LocalRunner:
     def _run_one(self, candidate: MeasureCandidate, build: BuildResult) -> MeasureResult:
         if build.artifact is None:
             return build.error
-        job = plan_job(candidate, build.artifact, self.config, self.target, self.references)
-        return job if isinstance(job, MeasureResult) else self.session.measure(job)
+        job = plan_job(candidate, build.artifact, self.config, self.target, self.references,
+                       self.best)
+        if isinstance(job, MeasureResult):
+            return job
+        result = self.session.measure(job)
+        self.best.note(self.references.key(candidate.workload), result)
+        return result
 
     def close(self) -> None:
         self.session.close()
@@ -180,5 +206,5 @@ class LocalRunner:
         self.close()
 
 
-__all__ = ["Builder", "LocalRunner", "Reference", "References", "RunConfig", "Runner",
+__all__ = ["BestSoFar", "Builder", "LocalRunner", "Reference", "References", "RunConfig", "Runner",
            "measure", "plan_job", "reduction_length", "tolerance"]

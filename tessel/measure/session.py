@@ -44,7 +44,12 @@ class RunConfig:
     timed (tessel.measure.load), the timing is taken again after waiting up to `quiet_wait_s`
     for quiet, `busy_retries` times; one still disturbed is flagged ("disturbed") and never
     reported as a best. `busy_cores` defaults to $TESSEL_BUSY_CORES (read when the config is
-    made) or 0.25; 0 turns the check off (a test suite that runs in parallel does)."""
+    made) or 0.25; 0 turns the check off (a test suite that runs in parallel does).
+
+    A candidate whose first timed call takes more than `stop_ratio` times the best mean the
+    runner has measured for its workload is not timed further: its one timing is its cost and
+    the result is flagged "stopped_early" (0 turns this off). Slow candidates then cost about
+    three calls instead of a dozen, and rarely run into `timeout_s`."""
     number: int = 3
     repeat: int = 3
     min_repeat_ms: float = 10.0
@@ -58,6 +63,7 @@ class RunConfig:
                                                                  BUSY_CORES))
     busy_retries: int = 2
     quiet_wait_s: float = 10.0
+    stop_ratio: float = 3.0
 
     def __post_init__(self) -> None:
         for key in ("number", "repeat"):
@@ -71,7 +77,7 @@ class RunConfig:
                 raise ValueError(f"RunConfig.{key} must be positive, got {getattr(self, key)!r}")
         if self.min_repeat_ms < 0:
             raise ValueError(f"RunConfig.min_repeat_ms must be >= 0, got {self.min_repeat_ms!r}")
-        for key in ("busy_cores", "quiet_wait_s"):
+        for key in ("busy_cores", "quiet_wait_s", "stop_ratio"):
             if not getattr(self, key) >= 0:
                 raise ValueError(f"RunConfig.{key} must be >= 0, got {getattr(self, key)!r}")
         if not isinstance(self.busy_retries, int) or self.busy_retries < 0:
@@ -105,6 +111,7 @@ class MeasureJob:
     reference: ReferenceJob | None = None
     flush_bytes: int = 0
     build_secs: float = 0.0
+    stop_above_s: float = 0.0  # stop after one timed call slower than this (0: never)
 
 
 class DeviceLock:
@@ -166,7 +173,8 @@ class DeviceSession:
         failure = self._ensure()
         if failure is not None:
             return MeasureResult.error(failure["error"], failure["msg"], build_secs=job.build_secs)
-        config = {**asdict(job.config), "flush_bytes": job.flush_bytes}
+        config = {**asdict(job.config), "flush_bytes": job.flush_bytes,
+                  "stop_above_s": job.stop_above_s}
         params = [(p.name, p.shape, p.dtype, p.is_output) for p in job.params]
         meter = LoadMeter(self.process.pid)
         for _ in range(2):  # the worker keeps a few references: an evicted one is sent again
@@ -190,8 +198,10 @@ class DeviceSession:
                                        run_secs=secs)
         limit = job.config.busy_cores
         busy = others is not None and limit > 0 and others >= limit
+        flags = ("disturbed",) if busy else ()
+        flags += ("stopped_early",) if reply.get("stopped") else ()
         return MeasureResult(tuple(reply["costs"]), build_secs=job.build_secs, run_secs=secs,
-                             flags=("disturbed",) if busy else ())
+                             flags=flags)
 
     def _ensure(self) -> dict | None:
         """Start the worker if it is not running (or is due for recycling) and wait for it to

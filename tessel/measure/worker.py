@@ -28,6 +28,7 @@ from tessel.measure.child import serve
 from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
+_FIRST_BATCH_S = 1e-3  # a timing against stop_above_s lasts at least about this long
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 _MAX_NUMBER = 2**31 - 1
 _KEPT_REFERENCES = 4
@@ -129,7 +130,8 @@ class Worker:
             if request["op"] == "reference":
                 return self.reference(request)
             if request["op"] == "measure":
-                return {"costs": self.measure(request)}
+                costs, stopped = self.measure(request)
+                return {"costs": costs, "stopped": stopped}
             return {"error": "runtime_error", "msg": f"unknown request {request['op']!r}"}
         except KernelFailure as err:
             return {"error": err.kind, "msg": str(err)}
@@ -145,7 +147,9 @@ class Worker:
             self.references.popitem(last=False)
         return {"ok": True}
 
-    def measure(self, request: dict) -> list[float]:
+    def measure(self, request: dict) -> tuple[list[float], bool]:
+        """The costs of every repeat, and whether timing stopped after one call (a candidate
+        slower than the request's `stop_above_s`)."""
         lib = _load(request["lib"])
         config = request["config"]
         args, outputs = self.arguments(request["params"], config["seed"])
@@ -154,12 +158,18 @@ class Worker:
             self.compare(outputs, request["check"])
         for _ in range(config["warmup"]):
             _check_status(lib.tessel_entry(args), "kernel")
+        limit = config.get("stop_above_s", 0.0)
+        if limit > 0:
+            slow = _slower_than(lib, args, limit)
+            if slow is not None:
+                return [slow], True
         number = config["number"]
         if config["min_repeat_ms"] > 0:
             number = _calibrate(lib, args, number, config["min_repeat_ms"] / 1e3)
         if config["flush_bytes"] > 0:
-            return self.time_flushed(lib, args, number, config["repeat"], config["flush_bytes"])
-        return _time(lib, args, number, config["repeat"])
+            return self.time_flushed(lib, args, number, config["repeat"],
+                                     config["flush_bytes"]), False
+        return _time(lib, args, number, config["repeat"]), False
 
     def compare(self, outputs: list[np.ndarray], check: dict) -> None:
         reference = self.references.get(check["key"])
@@ -220,6 +230,19 @@ def _time(lib: ctypes.CDLL, args, number: int, repeat: int) -> list[float]:
     out = (ctypes.c_double * repeat)()
     _check_status(lib.tessel_time(args, number, repeat, out), "kernel")
     return list(out)
+
+
+def _slower_than(lib: ctypes.CDLL, args, limit: float) -> float | None:
+    """Seconds per call if the kernel is slower than `limit`, else None. One call decides,
+    unless it lasted under _FIRST_BATCH_S (noise at that scale): then a batch that long."""
+    number = 1
+    while True:
+        secs = _time(lib, args, number, 1)[0]
+        if secs <= limit:
+            return None
+        if secs * number >= _FIRST_BATCH_S or number > 1:
+            return secs
+        number = math.ceil(_FIRST_BATCH_S / secs)
 
 
 def _calibrate(lib: ctypes.CDLL, args, number: int, min_secs: float) -> int:

@@ -21,6 +21,7 @@ class TuneProgress:
         shown instead of one task's best GFLOP/s."""
         self.flops, self.best_secs, self.errors = flops, float("inf"), Counter()
         self.busy = Counter()  # "remeasured" / "disturbed": timings others got in the way of
+        self.stopped = 0  # candidates timed once: far slower than the best (RunConfig.stop_ratio)
         self.latency = latency
         self.start, self.new = time.perf_counter(), 0
         self.bar = tqdm(total=total, initial=min(done, total), desc=label, unit="trial",
@@ -32,6 +33,7 @@ class TuneProgress:
         self.best_secs = min(self.best_secs, best_secs)
         self.errors.update(r.error_kind for r in results if not r.ok)
         self.busy.update(f for r in results for f in r.flags if f in ("remeasured", "disturbed"))
+        self.stopped += sum("stopped_early" in r.flags for r in results)
         self.new += len(results)
         self.bar.set_postfix_str(self.status(), refresh=False)
         self.bar.update(len(results))
@@ -64,7 +66,8 @@ class TuneProgress:
         if self.busy:
             busy = (f" | machine busy: {self.busy['remeasured']} re-timed, "
                     f"{self.busy['disturbed']} not trusted")
-        return f"{best} | {rate:.1f} trials/min | errors: {errors}{busy}"
+        slow = f" | {self.stopped} far slower, timed once" if self.stopped else ""
+        return f"{best} | {rate:.1f} trials/min | errors: {errors}{slow}{busy}"
 
     def close(self) -> None:
         self.bar.close()

@@ -11,6 +11,7 @@ from tessel.measure import MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace
 from tessel.search import STRATEGIES, SearchError, make_strategy, program_key
 from tessel.space import SearchSpace
+from tessel.space.base import Neighbour
 
 WORKLOAD = ops.matmul(48, 32, 16)
 
@@ -46,10 +47,11 @@ class TileSpace(SearchSpace):
         site = rng.choice(trace.sampling_sites())
         decisions = {k: v for k, v in trace.decisions.items() if k != site}
         try:
-            return Trace(trace.instructions, decisions).apply(
+            sch = Trace(trace.instructions, decisions).apply(
                 Schedule(func, seed=rng.randrange(2**31)))
         except ScheduleError:
             return None
+        return Neighbour(sch, sch)  # no postprocessors here
 
 
 def synthetic_secs(sch: Schedule) -> float:

@@ -26,7 +26,8 @@ def _mutate(mutator, func, traces, rng):
     for trace in traces:
         new = mutator.apply(func, trace, rng, space=AUTO, postprocs=POSTPROCS)
         if new is not None:
-            return trace, new
+            assert new.schedule.trace is not None and new.final is not None
+            return trace, new.schedule.trace
     return None, None
 
 

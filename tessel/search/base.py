@@ -149,11 +149,13 @@ class SearchStrategy(ABC):
         """A valid neighbour of `p` from the space (a template changes one knob; other spaces
         change one decision with a mutator drawn by `mutator_probs`), or None."""
         try:
-            sch = self.space.mutate(self.workload, p.trace, self.rng, self.mutators,
-                                    self.postprocs)
+            n = self.space.mutate(self.workload, p.trace, self.rng, self.mutators,
+                                  self.postprocs)
         except (ScheduleError, ValueError):
             return None
-        return self.finalize(sch)
+        if n is None:
+            return None
+        return Proposal(n.schedule.trace, n.final.func, self._knobs(n.schedule.trace))
 
     def take_new(self, candidates: Iterable[Proposal], n: int,
                  taken: set[str] | None = None) -> list[Proposal]:

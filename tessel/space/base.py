@@ -6,7 +6,7 @@ A search space is a set of programs that all compute what one workload computes,
     designs = space.designs(func)          # design-space traces (sampling instructions inside)
     sch = space.sample(func, rng)          # one random member: a Schedule with its trace
     sch = space.replay(func, trace)        # a trace (e.g. with mutated decisions) -> Schedule
-    sch = space.mutate(func, trace, rng, mutators, postprocs)   # a neighbour, or None
+    n = space.mutate(func, trace, rng, mutators, postprocs)     # a Neighbour, or None
     cs = space.config_space(func)          # its knobs (AutoTVM templates), or None: no knobs
 
 Rule spaces (tessel.space.rules) and template spaces (tessel.space.templates) are the two
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
@@ -28,6 +28,15 @@ if TYPE_CHECKING:
     from tessel.space.config import Config, ConfigSpace
     from tessel.space.mutators import Mutator
     from tessel.space.postproc import Postproc
+
+
+class Neighbour(NamedTuple):
+    """A mutated program: its schedule (with the new trace) and that schedule postprocessed
+    (the same object when there are no postprocessors). Mutation validates by replaying and
+    postprocessing, so both come out of it and nobody does the work twice."""
+
+    schedule: Schedule
+    final: Schedule
 
 MAX_SAMPLE_TRIES = 16  # random draws per sample() before giving up
 
@@ -84,14 +93,13 @@ class SearchSpace(ABC):
 
     def mutate(self, func: PrimFunc, trace: Trace, rng: random.Random,
                mutators: Sequence[tuple["Mutator", float]],
-               postprocs: Sequence["Postproc"] = ()) -> Schedule | None:
+               postprocs: Sequence["Postproc"] = ()) -> Neighbour | None:
         """A neighbour of `trace`: one decision changed by a mutator drawn by weight, replayed
         and passing `postprocs`; None when the mutator finds none."""
         if not mutators:
             return None
         mutator = rng.choices([m for m, _ in mutators], weights=[w for _, w in mutators])[0]
-        new = mutator.apply(func, trace, rng, self, postprocs)
-        return self.replay(func, new) if new is not None else None
+        return mutator.apply(func, trace, rng, self, postprocs)
 
     # ---- knobs: AutoTVM template spaces have them (templates/base.py); others do not ----
 

@@ -6,8 +6,8 @@
                             of outer loops into the parallel loop)
     MutateComputeLocation   resample a sample_compute_location
 
-`mutator.apply(func, trace, rng, space, postprocs)` returns a new trace that replays without
-ScheduleError and passes the postprocessors, or None when the mutator finds no valid
+`mutator.apply(func, trace, rng, space, postprocs)` returns a Neighbour: the replayed schedule
+of a new trace and that schedule postprocessed, or None when the mutator finds no valid
 neighbour (or has nothing to mutate) within a few tries.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from tessel.ir import PrimFunc
 from tessel.schedule import Instruction, Schedule, ScheduleError, Trace
 from tessel.schedule.sampling import divisors
-from tessel.space.base import SearchSpace, SpaceError
+from tessel.space.base import Neighbour, SearchSpace, SpaceError
 from tessel.space.postproc import (Postproc, fusible_prefix, parallel_plan, postprocess)
 from tessel.space.rules.base import leaf_blocks
 from tessel.space.rules.parallel import PARALLEL, UNROLL
@@ -36,7 +36,7 @@ class Mutator(ABC):
 
     def apply(self, func: PrimFunc, trace: Trace, rng: random.Random,
               space: SearchSpace | None = None,
-              postprocs: Sequence[Postproc] = ()) -> Trace | None:
+              postprocs: Sequence[Postproc] = ()) -> Neighbour | None:
         for _ in range(MAX_TRIES):
             new = self.propose(func, trace, rng)
             if new is None:
@@ -45,9 +45,9 @@ class Mutator(ABC):
                 sch = space.replay(func, new) if space is not None else new.apply(Schedule(func))
             except (ScheduleError, SpaceError):
                 continue
-            if postprocs and postprocess(sch, postprocs) is None:
-                continue
-            return new
+            final = postprocess(sch, postprocs) if postprocs else sch
+            if final is not None:
+                return Neighbour(sch, final)
         return None
 
     def __repr__(self) -> str:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from tessel.ir import PrimFunc
 from tessel.ir.structural import structural_hash
 from tessel.schedule import IntRV, LoopRV, Schedule, ScheduleError, Trace
-from tessel.space.base import MAX_SAMPLE_TRIES, SearchSpace, SpaceError, check
+from tessel.space.base import MAX_SAMPLE_TRIES, Neighbour, SearchSpace, SpaceError, check
 from tessel.space.postproc import Postproc, postprocess
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class TemplateSpace(SearchSpace):
 
     def mutate(self, func: PrimFunc, trace: Trace, rng: random.Random,
                mutators: Sequence[tuple["Mutator", float]] = (),
-               postprocs: Sequence[Postproc] = ()) -> Schedule | None:
+               postprocs: Sequence[Postproc] = ()) -> Neighbour | None:
         """A neighbour: one knob changed (AutoTVM's move), legal and passing `postprocs`.
         Template spaces do not use trace mutators."""
         space = self.config_space(func)
@@ -198,8 +198,9 @@ class TemplateSpace(SearchSpace):
                 sch = self.apply_config(func, space.from_choices(new))
             except (ScheduleError, ValueError):  # an illegal config
                 continue
-            if not postprocs or postprocess(sch, postprocs) is not None:
-                return sch
+            final = postprocess(sch, postprocs) if postprocs else sch
+            if final is not None:
+                return Neighbour(sch, final)
         return None
 
 

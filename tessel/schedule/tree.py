@@ -28,19 +28,65 @@ def path_to(root: Any, pred: Callable[[Any], bool]) -> list[Any] | None:
     return None
 
 
+class _Index:
+    """Where every loop and block of one (immutable) tree is: each statement's parent, and
+    the first BlockRealize of each block name and For of each loop variable in pre-order.
+    Primitives look up several nodes of each program version; one walk answers them all."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.parent: dict[int, Any] = {}
+        self.loops: dict[Var, For] = {}
+        self.blocks: dict[str, BlockRealize] = {}
+        stack: list[tuple[Any, Any]] = [(root, None)]
+        while stack:
+            node, parent = stack.pop()
+            if id(node) in self.parent:
+                continue  # a node shared within the tree: its first place counts
+            self.parent[id(node)] = parent
+            if isinstance(node, For):
+                self.loops.setdefault(node.loop_var, node)
+            elif isinstance(node, BlockRealize):
+                self.blocks.setdefault(node.block.name, node)
+            kids = [c for c in children(node) if isinstance(c, Stmt)]
+            stack.extend((c, node) for c in reversed(kids))
+
+    def path(self, node: Any) -> list[Any]:
+        out = []
+        while node is not None:
+            out.append(node)
+            node = self.parent[id(node)]
+        return out[::-1]
+
+
+_INDEXES: dict[int, _Index] = {}
+_KEPT_INDEXES = 8
+
+
+def _index(root: Any) -> _Index:
+    index = _INDEXES.get(id(root))
+    if index is None or index.root is not root:
+        if len(_INDEXES) >= _KEPT_INDEXES:
+            _INDEXES.pop(next(iter(_INDEXES)))
+        index = _INDEXES[id(root)] = _Index(root)
+    return index
+
+
 def block_path(func: PrimFunc, name: str) -> list[Any]:
     """Path from the function body to the BlockRealize of block `name`."""
-    path = path_to(func.body, lambda n: isinstance(n, BlockRealize) and n.block.name == name)
-    if path is None:
+    index = _index(func.body)
+    node = index.blocks.get(name)
+    if node is None:
         raise ScheduleError(f"no block named {name!r} in {func.name}")
-    return path
+    return index.path(node)
 
 
 def loop_path(func: PrimFunc, var: Var) -> list[Any]:
-    path = path_to(func.body, lambda n: isinstance(n, For) and n.loop_var is var)
-    if path is None:
+    index = _index(func.body)
+    node = index.loops.get(var)
+    if node is None:
         raise ScheduleError(f"loop {var.name} no longer exists in {func.name}")
-    return path
+    return index.path(node)
 
 
 def find_realize(func: PrimFunc, name: str) -> BlockRealize:

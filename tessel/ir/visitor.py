@@ -14,6 +14,10 @@ from tessel.ir.stmt import Block, BlockRealize, BufferStore, IterVar, Stmt
 
 NODE_TYPES = (Expr, Stmt, IterVar, BufferRegion, Range, Buffer)
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+# field annotations that never hold a node: traversals skip those fields
+_LEAF_ANNOTATIONS = frozenset({"str", "str | None", "int", "int | None", "float", "bool",
+                               "dict[str, Any]", "tuple[int, ...]", "tuple[Slot, ...]"})
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -22,11 +26,19 @@ def _fields(cls: type) -> tuple[str, ...]:
     return _FIELDS[cls]
 
 
+def _node_fields(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that may hold nodes (by their annotation; unknown ones count)."""
+    if cls not in _NODE_FIELDS:
+        _NODE_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)
+                                  if str(f.type) not in _LEAF_ANNOTATIONS)
+    return _NODE_FIELDS[cls]
+
+
 def children(node: Any) -> Iterator[Any]:
     """The direct child nodes of `node`, in field order."""
     if isinstance(node, Buffer):
         return
-    for name in _fields(type(node)):
+    for name in _node_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, NODE_TYPES):
             yield value
@@ -53,7 +65,7 @@ def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
         out = fn(node)
         return node if out is None else out
     changes = {}
-    for name in _fields(type(node)):
+    for name in _node_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, NODE_TYPES):
             new = transform(value, fn)

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.codegen.c_expr import (  # noqa: F401 (CodegenError, float_literal: re-exported)
-    UNARY, CodegenError, Lin, Names, SourceTooLarge, c_type, check, comment_text, float_literal,
-    helper_source)
+from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
+                                   comment_text, float_literal, helper_source)
 from tessel.codegen.c_vector import KernelExprs, vector_source, vtype
 from tessel.codegen.lowered import (Allocate, Comment, LoweredFunc, Promote, RegisterStore,
                                     Scatter, VectorStore, lanes_of)
@@ -321,4 +320,4 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None) 
 
 
 __all__ = ["generate_c", "print_c", "KernelPrinter", "CodegenError", "SourceTooLarge",
-           "float_literal", "Lin"]
+           "float_literal", "ALLOC_FAILED"]

@@ -20,8 +20,7 @@ generic traversals of `tessel.ir` (walk, transform, substitute, structural_equal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from tessel.ir import (BinOp, Buffer, BufferLoad, BufferStore, Call, Cast, Expr, For, IfThenElse,
-                       IntImm, Not, Select, SeqStmt, Stmt, collect)
+from tessel.ir import Buffer, BufferStore, Expr, For, IfThenElse, IntImm, SeqStmt, Stmt
 from tessel.ir.printer import Names, expr_str
 
 STORAGES = ("stack", "heap", "registers")
@@ -216,6 +215,10 @@ class _Writer:
         self.lines: list[str] = []
 
     def e(self, x: Expr) -> str:
+        return expr_str(x, self.names, other=self.node)
+
+    def node(self, x: Expr) -> str:
+        """The lowered IR's own expression nodes."""
         if isinstance(x, Broadcast):
             return f"broadcast({self.e(x.value)}, {x.lanes})"
         if isinstance(x, Ramp):
@@ -236,9 +239,7 @@ class _Writer:
         if isinstance(x, Register):
             lane = "" if x.lane is None else f"[{x.lane}]"
             return f"%{self.names(x.buffer)}_{x.start}{lane}"
-        if any(isinstance(n, VECTOR_NODES + (Register,)) for n in collect(x, Expr)):
-            return _mixed_str(self, x)
-        return expr_str(x, self.names)
+        return f"<{type(x).__name__}>"
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
@@ -274,29 +275,13 @@ class _Writer:
             self.emit(d, f"alloc {self.names(b)}: {b.dtype}{list(b.shape)} on {s.storage}{slots}")
             self.stmt(s.body, d + 1)
         elif isinstance(s, Promote):
-            self.emit(d, f"promote {self.names(s.buffer)}[{self.e(s.base)} + slots {list(s.slots)}]:")
+            where = f"{self.names(s.buffer)}[{self.e(s.base)} + slots {list(s.slots)}]"
+            self.emit(d, f"promote {where}:")
             self.stmt(s.body, d + 1)
         elif isinstance(s, Comment):
             self.emit(d, f"# {s.text}")
         else:
             self.emit(d, f"<{type(s).__name__}>")
-
-
-def _mixed_str(w: _Writer, x: Expr) -> str:
-    """A scalar node with vector or register operands."""
-    if isinstance(x, BinOp):
-        return f"({w.e(x.a)} {x.op} {w.e(x.b)})"
-    if isinstance(x, Select):
-        return f"select({w.e(x.cond)}, {w.e(x.true_value)}, {w.e(x.false_value)})"
-    if isinstance(x, Cast):
-        return f"{x.dtype}({w.e(x.value)})"
-    if isinstance(x, Not):
-        return f"not {w.e(x.a)}"
-    if isinstance(x, Call):
-        return f"{x.name}({', '.join(w.e(a) for a in x.args)})"
-    if isinstance(x, BufferLoad):
-        return f"{w.names(x.buffer)}[{', '.join(w.e(i) for i in x.indices)}]"
-    return f"<{type(x).__name__}>"
 
 
 def lowered_str(node: LoweredFunc | Stmt) -> str:

@@ -6,7 +6,7 @@ text always shows which variable is which.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from tessel.ir.buffer import Buffer, BufferRegion
 from tessel.ir.expr import (BinOp, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
@@ -47,8 +47,15 @@ def _float_str(value: float, dtype: str) -> str:
     return text if dtype == "float32" else f"T.{dtype}({text})"
 
 
-def expr_str(e: Expr, names: Names | None = None, prec: int = 0) -> str:
+def expr_str(e: Expr, names: Names | None = None, prec: int = 0,
+             other: Callable[[Expr], str] | None = None) -> str:
+    """`e` as TVMScript-like text; `other` prints node kinds this module does not know (the
+    lowered IR's vector nodes), wherever they appear."""
     names = names or Names()
+
+    def sub(x: Expr, p: int = 0) -> str:
+        return expr_str(x, names, p, other)
+
     if isinstance(e, Var):
         return names(e)
     if isinstance(e, IntImm):
@@ -59,21 +66,22 @@ def expr_str(e: Expr, names: Names | None = None, prec: int = 0) -> str:
         return _float_str(e.value, e.dtype)
     if isinstance(e, BinOp):
         if e.op in ("min", "max"):
-            return f"T.{e.op}({expr_str(e.a, names)}, {expr_str(e.b, names)})"
+            return f"T.{e.op}({sub(e.a)}, {sub(e.b)})"
         p = _PREC[e.op]
-        text = f"{expr_str(e.a, names, p)} {e.op} {expr_str(e.b, names, p + 1)}"
+        text = f"{sub(e.a, p)} {e.op} {sub(e.b, p + 1)}"
         return f"({text})" if p < prec else text
     if isinstance(e, Not):
-        return f"not {expr_str(e.a, names, 3)}" if prec <= 3 else f"(not {expr_str(e.a, names, 3)})"
+        return f"not {sub(e.a, 3)}" if prec <= 3 else f"(not {sub(e.a, 3)})"
     if isinstance(e, Select):
-        args = ", ".join(expr_str(x, names) for x in (e.cond, e.true_value, e.false_value))
-        return f"T.if_then_else({args})"
+        return f"T.if_then_else({', '.join(map(sub, (e.cond, e.true_value, e.false_value)))})"
     if isinstance(e, Cast):
-        return f'T.Cast("{e.dtype}", {expr_str(e.value, names)})'
+        return f'T.Cast("{e.dtype}", {sub(e.value)})'
     if isinstance(e, Call):
-        return f"T.{e.name}({', '.join(expr_str(a, names) for a in e.args)})"
+        return f"T.{e.name}({', '.join(map(sub, e.args))})"
     if isinstance(e, BufferLoad):
-        return f"{names(e.buffer)}[{', '.join(expr_str(i, names) for i in e.indices)}]"
+        return f"{names(e.buffer)}[{', '.join(map(sub, e.indices))}]"
+    if other is not None:
+        return other(e)
     raise TypeError(f"cannot print {type(e).__name__}")
 
 

@@ -13,8 +13,8 @@ import numpy as np
 from tessel.codegen.c_expr import CodegenError, check
 from tessel.codegen.lowered import Allocate, Comment, LoweredFunc, is_true
 from tessel.codegen.passes.fold import substitute_folding
-from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, Expr, For, IfThenElse, PrimFunc,
-                       SeqStmt, Stmt, Var, const, seq, uses_var)
+from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferStore, Expr, For, IfThenElse,
+                       PrimFunc, SeqStmt, Stmt, Var, const, seq, uses_var)
 
 STACK_LIMIT_BYTES = 64 * 1024  # "local" buffers up to this size live on the stack
 
@@ -51,8 +51,8 @@ class _Lowering:
             return self.realize(s, vmap)
         if isinstance(s, Block):
             raise CodegenError(f"block {s.name} is not wrapped in a BlockRealize")
-        check(isinstance(s, Stmt) and not isinstance(s, (Allocate,)),
-              f"cannot generate C for statement node {type(s).__name__}")
+        check(isinstance(s, BufferStore), f"cannot generate C for statement node "
+                                          f"{type(s).__name__}")
         return substitute_folding(s, vmap)
 
     def loop(self, s: For, vmap: dict[Var, Expr]) -> Stmt:

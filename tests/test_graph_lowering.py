@@ -105,6 +105,19 @@ def test_every_operator_is_defined_whole():
     assert OPS["add"].layout == "broadcast" and OPS["reshape"].layout == "barrier"
 
 
+@pytest.mark.parametrize("name, changes, match", [
+    ("relu", {}, "defined twice"), ("new_op", dict(kind="magic"), "kind 'magic'"),
+    ("new_op", dict(layout="any"), "layout rule 'any'"),
+    ("new_op", dict(examples=[]), "at least one example"),
+    ("new_op", dict(domains={0: "odd"}), "input domains")])
+def test_a_bad_definition_is_refused(name, changes, match):
+    relu = OPS["relu"]
+    fields = {"kind": relu.kind, "layout": relu.layout, "examples": relu.examples, **changes}
+    with pytest.raises(GraphError, match=match):
+        opdefs.define(name, fields.pop("kind"), relu.infer, relu.lower, relu.reference, **fields)
+    assert "new_op" not in OPS
+
+
 @pytest.mark.parametrize("op, inputs, attrs", [
     ("conv", [(1, 3, 9, 7), (5, 3, 3, 3)], dict(pads=(1, 1, 1, 1))),
     ("dense", [(7, 5), (3, 5), (3,)], {}), ("relu", [X3], {}), ("softmax", [(7, 13)], {})])

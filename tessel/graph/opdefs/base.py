@@ -84,11 +84,14 @@ def define(name: str, kind: str, infer: Infer, lower: Lower, reference: Referenc
            layout: str, examples: Sequence[Example], attrs: Attrs | None = None,
            inputs: tuple[int, int] = (1, 1), **extra: Any) -> OpDef:
     """Register operator `name` (see OpDef for the fields)."""
-    assert name not in OPS, f"operator {name} is defined twice"
-    assert kind in KINDS and layout in LAYOUTS and examples, name
+    check(name not in OPS, f"operator {name} is defined twice")
+    check(kind in KINDS, f"operator {name}: kind {kind!r} is not one of {KINDS}")
+    check(layout in LAYOUTS, f"operator {name}: layout rule {layout!r} is not one of {LAYOUTS}")
+    check(bool(examples), f"operator {name}: needs at least one example for its tests")
     op = OpDef(name, kind, infer, lower, reference, dict(attrs or {}), inputs, layout,
                tuple(examples), **extra)
-    assert all(d in DOMAINS for d in op.domains.values()), name
+    check(all(d in DOMAINS for d in op.domains.values()),
+          f"operator {name}: input domains {op.domains} must be among {DOMAINS}")
     OPS[name] = op
     return op
 

@@ -86,3 +86,26 @@ def test_mutators_without_sites_return_none():
     bare = tessel.Schedule(func).trace
     for mutator in MUTATORS:
         assert mutator.apply(func, bare, random.Random(0)) is None
+
+
+def test_a_repeated_mutant_is_replayed_once():
+    """A mutant equal to one proposed before (a third of an evolutionary search's are) comes
+    from the space's memo; another workload starts a new memo."""
+    func = small("GMM")
+    space = make_space("auto", TARGET)
+    replays = []
+    replay = space.replay
+    space.replay = lambda f, t: (replays.append(t), replay(f, t))[1]
+    trace = space.sample(func, random.Random(3)).trace
+    proposal = MutateTileSize().propose(func, trace, random.Random(0))
+    assert proposal is not None
+
+    class Fixed(MutateTileSize):
+        def propose(self, func, trace, rng):
+            return proposal
+
+    first = Fixed().apply(func, trace, random.Random(1), space, POSTPROCS)
+    again = Fixed().apply(func, trace, random.Random(2), space, POSTPROCS)
+    assert first is not None and again is first and len(replays) == 1
+    other = small("SFM")
+    assert space.mutants(other, POSTPROCS) == {} and space.mutants(func, POSTPROCS) == {}

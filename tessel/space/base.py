@@ -38,7 +38,9 @@ class Neighbour(NamedTuple):
     schedule: Schedule
     final: Schedule
 
+
 MAX_SAMPLE_TRIES = 16  # random draws per sample() before giving up
+MAX_MUTANTS = 4096  # replayed mutants a space remembers (SearchSpace.mutants)
 
 
 class SpaceError(TesselError, ValueError):
@@ -62,6 +64,7 @@ class SearchSpace(ABC):
 
     def __init__(self) -> None:
         self._designs: dict[str, list[Trace]] = {}
+        self._mutants: tuple[PrimFunc | None, tuple, dict[str, Neighbour | None]] = (None, (), {})
 
     @abstractmethod
     def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:
@@ -100,6 +103,18 @@ class SearchSpace(ABC):
             return None
         mutator = rng.choices([m for m, _ in mutators], weights=[w for _, w in mutators])[0]
         return mutator.apply(func, trace, rng, self, postprocs)
+
+    def mutants(self, func: PrimFunc,
+                postprocs: Sequence["Postproc"]) -> dict[str, Neighbour | None]:
+        """The mutants already replayed for `func` under `postprocs`, by their trace's JSON
+        (None: it did not replay or a postprocessor rejected it). About a third of the
+        mutants of an evolutionary search repeat an earlier one; they are not replayed
+        again. Kept for one workload and postprocessor list at a time, MAX_MUTANTS at most."""
+        memo_func, memo_posts, memo = self._mutants
+        if memo_func is not func or memo_posts != tuple(postprocs) or len(memo) >= MAX_MUTANTS:
+            memo = {}
+            self._mutants = (func, tuple(postprocs), memo)
+        return memo
 
     # ---- knobs: AutoTVM template spaces have them (templates/base.py); others do not ----
 

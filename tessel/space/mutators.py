@@ -37,18 +37,28 @@ class Mutator(ABC):
     def apply(self, func: PrimFunc, trace: Trace, rng: random.Random,
               space: SearchSpace | None = None,
               postprocs: Sequence[Postproc] = ()) -> Neighbour | None:
+        memo = space.mutants(func, postprocs) if space is not None else {}
         for _ in range(MAX_TRIES):
             new = self.propose(func, trace, rng)
             if new is None:
                 return None
-            try:
-                sch = space.replay(func, new) if space is not None else new.apply(Schedule(func))
-            except (ScheduleError, SpaceError):
-                continue
-            final = postprocess(sch, postprocs) if postprocs else sch
-            if final is not None:
-                return Neighbour(sch, final)
+            key = new.to_json()
+            if key not in memo:
+                memo[key] = self._replay(func, new, space, postprocs)
+            if memo[key] is not None:
+                return memo[key]
         return None
+
+    @staticmethod
+    def _replay(func: PrimFunc, trace: Trace, space: SearchSpace | None,
+                postprocs: Sequence[Postproc]) -> Neighbour | None:
+        """The schedule `trace` gives and its postprocessed form; None if either fails."""
+        try:
+            sch = space.replay(func, trace) if space is not None else trace.apply(Schedule(func))
+        except (ScheduleError, SpaceError):
+            return None
+        final = postprocess(sch, postprocs) if postprocs else sch
+        return Neighbour(sch, final) if final is not None else None
 
     def __repr__(self) -> str:
         return type(self).__name__ + "()"

@@ -20,8 +20,8 @@ generic traversals of `tessel.ir` (walk, transform, substitute, structural_equal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from tessel.ir import Buffer, BufferStore, Expr, For, IfThenElse, IntImm, SeqStmt, Stmt
-from tessel.ir.printer import Names, expr_str
+from tessel.ir import Buffer, Expr, IntImm, Stmt
+from tessel.ir.printer import StmtPrinter, expr_str
 
 STORAGES = ("stack", "heap", "registers")
 Slot = tuple[int, int]  # (first element offset, lanes): one variable of a promoted buffer
@@ -209,10 +209,8 @@ def mask_of(e: Expr) -> str:
 
 # ---- text, for tests and debugging ----
 
-class _Writer:
-    def __init__(self) -> None:
-        self.names = Names()
-        self.lines: list[str] = []
+class _Writer(StmtPrinter):
+    """The IR printer, with the lowered IR's nodes."""
 
     def e(self, x: Expr) -> str:
         return expr_str(x, self.names, other=self.node)
@@ -241,27 +239,8 @@ class _Writer:
             return f"%{self.names(x.buffer)}_{x.start}{lane}"
         return f"<{type(x).__name__}>"
 
-    def emit(self, depth: int, text: str) -> None:
-        self.lines.append("    " * depth + text)
-
     def stmt(self, s: Stmt, d: int) -> None:
-        if isinstance(s, SeqStmt):
-            for x in s.seq:
-                self.stmt(x, d)
-        elif isinstance(s, For):
-            extra = f", {dict(s.annotations)}" if s.annotations else ""
-            self.emit(d, f"for {self.names(s.loop_var)} in {s.kind}({s.extent}{extra}):")
-            self.stmt(s.body, d + 1)
-        elif isinstance(s, IfThenElse):
-            self.emit(d, f"if {self.e(s.condition)}:")
-            self.stmt(s.then_case, d + 1)
-            if s.else_case is not None:
-                self.emit(d, "else:")
-                self.stmt(s.else_case, d + 1)
-        elif isinstance(s, BufferStore):
-            idx = ", ".join(self.e(i) for i in s.indices)
-            self.emit(d, f"{self.names(s.buffer)}[{idx}] = {self.e(s.value)}")
-        elif isinstance(s, VectorStore):
+        if isinstance(s, VectorStore):
             idx = ", ".join(self.e(i) for i in s.indices)
             self.emit(d, f"{self.names(s.buffer)}[{idx}:+{lanes_of(s.value)}] = {self.e(s.value)}")
         elif isinstance(s, Scatter):
@@ -281,7 +260,7 @@ class _Writer:
         elif isinstance(s, Comment):
             self.emit(d, f"# {s.text}")
         else:
-            self.emit(d, f"<{type(s).__name__}>")
+            super().stmt(s, d)
 
 
 def lowered_str(node: LoweredFunc | Stmt) -> str:

@@ -101,7 +101,10 @@ def _buffer_decl(b: Buffer) -> str:
     return f'T.Buffer({b.shape}, "{b.dtype}"{scope})'
 
 
-class _Printer:
+class StmtPrinter:
+    """Indented TVMScript-like text of statements; subclasses add node kinds (the lowered IR's
+    printer in tessel.codegen.lowered)."""
+
     def __init__(self) -> None:
         self.names = Names()
         self.lines: list[str] = []
@@ -174,10 +177,10 @@ class _Printer:
 
 
 def func_str(f: PrimFunc) -> str:
-    return _Printer().func(f)
+    return StmtPrinter().func(f)
 
 
 def stmt_str(s: Any) -> str:
-    p = _Printer()
+    p = StmtPrinter()
     p.stmt(s, 0)
     return "\n".join(p.lines)

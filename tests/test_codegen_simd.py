@@ -255,6 +255,29 @@ def test_padding_select_is_never_speculated(cache_dir):
     np.testing.assert_array_equal(out, np.pad(a, 1))
 
 
+def test_stride_two_loads_are_shuffled_and_stay_in_bounds(cache_dir):
+    """A[2i] and A[2i + 3] (a stride-2 conv's input row) are read as two vector loads and a
+    shuffle, the second load ending at the last element read: with A between guard pages,
+    reading past A's first or last element would kill the test process. The extent leaves
+    remainder chunks of every width."""
+    n = mmap.PAGESIZE // 4
+    m = (n - 3) // 2 + 1  # the last lane of A[2i + 3] reads A[n - 1]
+    A, O = Buffer("A", (n,)), Buffer("O", (m,))
+    i, vi = Var("i"), Var("vi")
+    block = make_block("O", [IterVar(vi, m)],
+                       BufferStore(O, A[vi * 2] * 0.5 + A[vi * 2 + 3], (vi,)))
+    func = make_func("stride2", (A, O), For(i, m, realize(block, [i]), kind="vectorized"))
+    for target in (AVX2, Target("host")):
+        assert "_load_s2(&A[" in generate_c(func, target)
+    a = guarded_array(n)
+    if a is None:
+        a = rand(n)
+    else:
+        a[:] = rand(n)
+    j = np.arange(m)
+    np.testing.assert_array_equal(run(func, cache_dir, a), a[2 * j] * 0.5 + a[2 * j + 3])
+
+
 def test_sqrt_falls_back_to_omp_simd(cache_dir):
     n = 19
     func = vector_map(n, lambda A, i: ir.call("sqrt", A[i] * A[i]) + 1.0)

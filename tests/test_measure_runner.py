@@ -89,6 +89,20 @@ def test_far_slower_candidates_are_timed_once(target, tmp_path):
     assert [len(x.costs) for x in results] == [3, 3] and not results[1].flags
 
 
+def test_the_best_so_far_bounds_the_time_limit(target, tmp_path):
+    """Once a best is known, a candidate that never finishes is cut off after MIN_LIMIT_S
+    (the best is microseconds), not after timeout_s; the message says why."""
+    from tessel.measure.session import MIN_LIMIT_S, job_timeout
+    right, hang = (candidate_and_build(body, target, tmp_path) for body in ("right", "hang"))
+    with LocalRunner(target, min_repeat_ms=1.0, timeout_s=30.0) as r:
+        fast, stuck = r.run(*zip(right, hang))
+    assert fast.ok and stuck.error_kind == "timeout"
+    assert f"within {MIN_LIMIT_S:g} s (limit set by the best so far" in stuck.error_msg
+    assert stuck.run_secs < 10.0
+    assert job_timeout(30.0, 0.0) == 30.0  # no best: the configured limit
+    assert job_timeout(30.0, 1.0) == 30.0 and job_timeout(30.0, 0.05) == 5.0
+
+
 def test_check_off_measures_a_wrong_kernel(target, tmp_path):
     cand, build = candidate_and_build("wrong", target, tmp_path)
     with LocalRunner(target, config=RunConfig(check=False, repeat=4, min_repeat_ms=0)) as r:

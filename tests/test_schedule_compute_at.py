@@ -599,3 +599,41 @@ def test_special_locations_are_refused_outside_compute_at():
         sch.split(root, factors=[None, 2])
     with pytest.raises(ScheduleError, match="special compute location"):
         sch.reverse_compute_at(sch.get_block("C"), root)
+
+
+def test_legal_locations_are_the_loops_where_compute_at_succeeds():
+    """sample_compute_location checks each loop without moving the block; the loops it finds
+    are exactly those where a real compute_at succeeds, on tiled programs of every small
+    workload (blocks under loops, before them, reductions, several consumers)."""
+    import random
+
+    from space_cases import SMALL
+    from tessel.space import make_space
+    from tessel.schedule.compute_at import _scope_loops
+
+    space, checked = make_space("auto", tessel.Target("host")), 0
+    for name, make in sorted(SMALL.items()):
+        f = make()
+        rng = random.Random(name)
+        for _ in range(3):
+            try:
+                sch = space.sample(f, rng)
+            except Exception:  # noqa: BLE001 - a workload the space cannot sample
+                continue
+            for block in ir.blocks(sch.func.body):
+                if block.name == "root":
+                    continue
+                rv = sch.get_block(block.name)
+                scope = tree.scope_block(tree.block_path(sch.func, block.name))
+                moved = []
+                for loop in _scope_loops(scope):
+                    trial = sch.copy()
+                    try:
+                        trial.compute_at(rv, trial._new(tessel.schedule.LoopRV, loop.loop_var))
+                    except ScheduleError:
+                        continue
+                    moved.append(loop.loop_var)
+                assert sch._legal_locations(rv) == moved, (name, block.name)
+                assert sch._legal_locations(rv, limit=1) == moved[:1]
+                checked += len(moved)
+    assert checked > 50

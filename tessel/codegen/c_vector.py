@@ -10,7 +10,7 @@ from tessel.codegen.c_expr import C_TYPES, PRIMARY, TERNARY, ExprPrinter, Names
 from tessel.codegen.lowered import (Broadcast, Lanes, MaskOf, Ramp, Register, VectorCall,
                                     VectorCast, VectorLoad, VectorOp, lanes_of, mask_of)
 from tessel.codegen.passes.vectorize import MASK_DTYPE, VECTOR_DTYPES
-from tessel.ir import Buffer
+from tessel.ir import Buffer, BufferLoad
 
 _VEC_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", "%": "%", "<": "<", "<=": "<=",
             ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&", "or": "|"}
@@ -82,6 +82,11 @@ class KernelExprs(ExprPrinter):
         return f"{e.symbol}({', '.join(args)})", PRIMARY
 
     def _lanes(self, e: Lanes) -> tuple[str, int]:
+        first = e.values[0]
+        if e.stride == 2 and e.lanes in _SHUFFLED_WIDTHS and all(
+                isinstance(v, BufferLoad) and v.buffer is first.buffer for v in e.values):
+            load = self.type_of(e.dtype, e.lanes, "load_s2")
+            return f"{load}(&{self.element(first.buffer, first.indices)})", PRIMARY
         items = ", ".join(self(v) for v in e.values)
         return f"(({self.type_of(e.dtype, e.lanes)}){{{items}}})", PRIMARY
 
@@ -113,7 +118,22 @@ def _function_source(dtype: str, width: int, fn: str) -> str:
     }[fn]
 
 
-_NEEDS = {"min": ("select",), "max": ("select",)}  # helpers that call other helpers
+_NEEDS = {"min": ("select",), "max": ("select",), "load_s2": ("load",)}  # helpers' helpers
+_SHUFFLED_WIDTHS = (2, 4, 8, 16)  # strided loads of these widths are two loads and a shuffle
+
+
+def _load_s2(dtype: str, width: int) -> str:
+    """Every other element from p[0] on: two overlapping vector loads that end exactly at the
+    last element needed (never past it), and a shuffle of the even lanes out of the pair."""
+    t, m = vtype(dtype, width), vtype(MASK_DTYPE[dtype], width)
+    picks = ", ".join(str(2 * k if 2 * k < width else 2 * k + 1) for k in range(width))
+    return (f"static inline {t} {t}_load_s2(const {C_TYPES[dtype]}* p) {{\n"
+            f"    {t} a = {t}_load(p), b = {t}_load(p + {width - 1});\n"
+            f"#if defined(__clang__)\n"
+            f"    return __builtin_shufflevector(a, b, {picks});\n"
+            f"#else\n"
+            f"    return __builtin_shuffle(a, b, ({m}){{{picks}}});\n"
+            f"#endif\n}}")
 
 
 def vector_source(used: set[tuple[str, int, str]]) -> str:
@@ -121,11 +141,13 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     alone) a kernel uses."""
     used = set(used) | {(d, w, need) for d, w, fn in used for need in _NEEDS.get(fn, ())}
     types = {(d, w) for d, w, _ in used}
-    types |= {(MASK_DTYPE[d], w) for d, w, fn in used if fn in ("select", "min", "max")}
+    types |= {(MASK_DTYPE[d], w) for d, w, fn in used
+              if fn in ("select", "min", "max", "load_s2")}
     order = sorted(types, key=lambda t: (t[0].startswith("float"), t))
     lines = [line for d, w in order for line in _type_source(d, w)]
     fns = ("load", "store", "splat", "select", "min", "max")
     lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
+    lines += [_load_s2(d, w) for d, w in order if (d, w, "load_s2") in used]
     for d, w, fn in sorted(used):
         if fn.startswith("mvec "):  # a C library vector function: "mvec <symbol> <arity>"
             _, symbol, arity = fn.split()

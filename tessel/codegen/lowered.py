@@ -158,10 +158,13 @@ class VectorCall(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Lanes(Expr):
-    """A vector built from one scalar expression per lane (gathers, non-affine indices)."""
+    """A vector built from one scalar expression per lane (gathers, non-affine indices).
+    `stride` > 0: the values were loads of one buffer `stride` elements apart (a strided
+    load, which the printer may read as whole vectors and shuffle)."""
 
     values: tuple[Expr, ...]
     dtype: str
+    stride: int = 0
 
     @property
     def lanes(self) -> int:

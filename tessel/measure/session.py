@@ -48,8 +48,11 @@ class RunConfig:
 
     A candidate whose first timed call takes more than `stop_ratio` times the best mean the
     runner has measured for its workload is not timed further: its one timing is its cost and
-    the result is flagged "stopped_early" (0 turns this off). Slow candidates then cost about
-    three calls instead of a dozen, and rarely run into `timeout_s`."""
+    the result is flagged "stopped_early" (0 turns this off). Slow candidates then cost two
+    calls instead of a dozen. Once a best is known, a candidate's time limit is also bounded
+    by it: SLOW_LIMIT_RATIO times stop_ratio x best, at least MIN_LIMIT_S (never more than
+    `timeout_s`), so a candidate hundreds of times slower than the best is cut off in a
+    second or two instead of `timeout_s`."""
     number: int = 3
     repeat: int = 3
     min_repeat_ms: float = 10.0
@@ -112,6 +115,30 @@ class MeasureJob:
     flush_bytes: int = 0
     build_secs: float = 0.0
     stop_above_s: float = 0.0  # stop after one timed call slower than this (0: never)
+
+    @property
+    def timeout_s(self) -> float:
+        """The time limit of this job (RunConfig: bounded by the best when one is known)."""
+        return job_timeout(self.config.timeout_s, self.stop_above_s)
+
+
+def _timeout_message(job: MeasureJob) -> str:
+    why = ""
+    if job.timeout_s < job.config.timeout_s:
+        best = job.stop_above_s / job.config.stop_ratio
+        why = f" (limit set by the best so far, {best * 1e3:.3g} ms a call)"
+    return (f"kernel did not finish within {job.timeout_s:g} s{why}; its measuring process "
+            "was killed")
+
+
+SLOW_LIMIT_RATIO = 100.0  # a job's time limit: this many times its stop_above_s...
+MIN_LIMIT_S = 2.0  # ...but at least this (loading, inputs, the checked first call)
+
+
+def job_timeout(timeout_s: float, stop_above_s: float) -> float:
+    if stop_above_s <= 0:
+        return timeout_s
+    return min(timeout_s, max(MIN_LIMIT_S, SLOW_LIMIT_RATIO * stop_above_s))
 
 
 class DeviceLock:
@@ -182,11 +209,10 @@ class DeviceSession:
             meter.start()
             reply = self.process.request({"op": "measure", "lib": job.lib_path,
                                           "params": params, "config": config, "check": check},
-                                         job.config.timeout_s)
+                                         job.timeout_s)
             others = meter.stop()
             if reply.get("error") == "timeout":
-                reply["msg"] = (f"kernel did not finish within {job.config.timeout_s:g} s; "
-                                "its measuring process was killed")
+                reply["msg"] = _timeout_message(job)
             if reply.get("error") != REFERENCE_MISSING:
                 break
             self._loaded.discard(check["key"])

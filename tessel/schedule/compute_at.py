@@ -229,14 +229,25 @@ def _depends(later: Block, earlier: Block) -> bool:
     return bool(w1 & (ir.read_buffers(later) | w2) or w2 & ir.read_buffers(earlier))
 
 
-def check_dependences(site: Site) -> tuple[set[str], set[str]]:
+def block_dependences(scope: Block, realize: BlockRealize
+                      ) -> tuple[list[BlockRealize], list[BlockRealize]]:
+    """The realizes of `scope` before `realize` that its block depends on, and those after it
+    that depend on its block. They do not depend on where the block would go, so a search
+    over target loops computes them once."""
+    children = {b.name for b in tree.child_blocks(scope)}
+    realizes = [r for r in ir.collect(scope.body, BlockRealize) if r.block.name in children]
+    k = next(i for i, r in enumerate(realizes) if r is realize)
+    block = realize.block
+    return ([r for r in realizes[:k] if _depends(block, r.block)],
+            [r for r in realizes[k + 1:] if _depends(r.block, block)])
+
+
+def check_dependences(site: Site, deps: tuple[list[BlockRealize], list[BlockRealize]] | None
+                      = None) -> tuple[set[str], set[str]]:
     """Check that moving the block keeps every dependence in the scope; return the names of
-    the blocks under the loop that must stay before it and after it."""
-    realizes = [r for r in ir.collect(site.scope.body, BlockRealize)
-                if r.block.name in {b.name for b in tree.child_blocks(site.scope)}]
-    k = next(i for i, r in enumerate(realizes) if r is site.realize)
-    before = [r for r in realizes[:k] if _depends(site.block, r.block)]
-    after = [r for r in realizes[k + 1:] if _depends(r.block, site.block)]
+    the blocks under the loop that must stay before it and after it. `deps`: the block's
+    dependences (block_dependences) when already known."""
+    before, after = deps if deps is not None else block_dependences(site.scope, site.realize)
     for r in (before if site.reverse else after):
         _check_dependent(site, r)
     if site.reverse:
@@ -288,9 +299,11 @@ def analyzer_at(path: list[Any]) -> arith.Analyzer:
     return ana
 
 
-def insert(site: Site, loop: For, nest: ir.Stmt, first: set[str], last: set[str]) -> For:
+def insert(site: Site, loop: For, nest: ir.Stmt | None, first: set[str],
+           last: set[str]) -> For:
     """`loop` with `nest` in its body: after the statements holding blocks of `first`, before
-    those holding blocks of `last`; as early as possible for compute_at, as late for reverse."""
+    those holding blocks of `last`; as early as possible for compute_at, as late for reverse.
+    With `nest` None, only check that there is such a place and return `loop`."""
     body = list(loop.body.seq) if isinstance(loop.body, ir.SeqStmt) else [loop.body]
 
     def holds(stmt: ir.Stmt, names: set[str]) -> bool:
@@ -300,6 +313,8 @@ def insert(site: Site, loop: For, nest: ir.Stmt, first: set[str], last: set[str]
     check(lo <= hi, f"{site.primitive}: block {site.block.name} cannot go under loop "
                     f"{loop.loop_var.name}: one statement of its body holds both a block it "
                     "depends on and one that depends on it")
+    if nest is None:
+        return loop
     at = hi if site.reverse else lo
     return dataclasses.replace(loop, body=ir.seq(*body[:at], nest, *body[at:]))
 
@@ -401,21 +416,35 @@ def _check_covered(site: Site, body: ir.Stmt, domains: list[Range | None],
 
 
 def move_block(func: PrimFunc, name: str, var: Var, preserve_unit_loops: bool,
-               reverse: bool) -> PrimFunc:
-    """compute_at (reverse=False) or reverse_compute_at: the new function, or ScheduleError."""
+               reverse: bool, *, check_only: bool = False,
+               deps: tuple[list[BlockRealize], list[BlockRealize]] | None = None) -> PrimFunc:
+    """compute_at (reverse=False) or reverse_compute_at: the new function, or ScheduleError.
+    With `check_only`, every check runs but nothing is built: `func` comes back unchanged
+    (what sample_compute_location needs to try each loop). `deps`: block_dependences."""
     site = find_site(func, name, var, reverse)
     if not reverse:
         check(not ir.written_buffers(site.block) & set(func.params),
               f"compute_at: block {name} writes an output of the function; computed at a loop "
               "it would write only the part its consumers read")
-    first, last = check_dependences(site)
-    removed = tree.replace(func, site.realize, None)
-    path = tree.loop_path(removed, var)
+    first, last = check_dependences(site, deps)
+    if site.where(site.realize) == 0:  # the block is under the loop: regions without it
+        removed = tree.replace(func, site.realize, None)
+        path = tree.loop_path(removed, var)
+    else:  # the loop's body, and the loops around it, are the same without the block
+        removed, path = func, list(site.loop_path)
     loop = path[-1]
     ana = analyzer_at(path)
     domains = _domains(site, loop.body, ana, reverse)
     if reverse:
         _check_covered(site, loop.body, domains, ana)
+    if check_only:
+        for iv, rng in zip(site.block.iter_vars, domains):
+            _constant_range(site, iv, rng, ana)
+        insert(site, loop, None, first, last)
+        return func
+    if removed is func:
+        removed = tree.replace(func, site.realize, None)
+        loop = tree.loop_path(removed, var)[-1]
     nest = _loop_nest(site, domains, ana, preserve_unit_loops)
     return tree.replace(removed, loop, insert(site, loop, nest, first, last))
 
@@ -516,15 +545,18 @@ class ComputeLocationPrimitives:
 
     def _legal_locations(self, block: BlockRV, limit: int | None = None) -> list[Var]:
         """The loops where compute_at(block, loop) is legal, in program order (the first
-        `limit` of them)."""
-        path = tree.block_path(self.func, self._block_name(block))
+        `limit` of them). Each loop is checked, not moved to: nothing is built."""
+        name = self._block_name(block)
+        path = tree.block_path(self.func, name)
+        scope = tree.scope_block(path)
+        deps = block_dependences(scope, path[-1])
         legal: list[Var] = []
-        for loop in _scope_loops(tree.scope_block(path)):
+        for loop in _scope_loops(scope):
             if limit is not None and len(legal) >= limit:
                 break
-            trial = self.copy()
             try:
-                trial.compute_at(block, trial._new(LoopRV, loop.loop_var))
+                move_block(self.func, name, loop.loop_var, False, reverse=False,
+                           check_only=True, deps=deps)
             except ScheduleError:
                 continue
             legal.append(loop.loop_var)

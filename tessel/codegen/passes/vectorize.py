@@ -290,7 +290,10 @@ class _Chunk:
         self.check_dtype(e.dtype)
         form = flat_index(e.buffer, e.indices, self.env, self.ranges)
         if form is None or form.lane != 1:
-            return self.lanes(e)
+            lanes = self.lanes(e)
+            if form is not None and form.lane > 1:  # a strided load
+                return Lanes(lanes.values, lanes.dtype, form.lane)
+            return lanes
         return VectorLoad(e.buffer, self.lane_exprs(e.indices, 0), self.width, e.dtype)
 
     def _binop(self, e: BinOp) -> Expr:

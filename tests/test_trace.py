@@ -21,7 +21,7 @@ def tiled(seed=0, M=24, N=36, K=10):
     i0, i1, i2 = sch.split(i, factors=ti)
     j0, j1 = sch.split(j, factors=tj)
     sch.reorder(i0, j0, i1, k, i2, j1)
-    u = sch.sample_categorical([0, 16, 64], [0.5, 0.25, 0.25])
+    sch.sample_categorical([0, 16, 64], [0.5, 0.25, 0.25])
     sch.vectorize(j1)
     return f, sch
 

@@ -636,6 +636,32 @@ def test_explicit_auto_unroll_promotes_the_accumulator(cache_dir):
         np.testing.assert_allclose(run(annotated, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
 
 
+def test_auto_unrolling_past_the_budget_is_cut_until_the_kernel_fits(cache_dir):
+    """A kernel whose auto-unroll (max step 512) makes its C longer than `unroll_chars` is
+    lowered again under smaller steps: shorter C, loops where copies were, same results."""
+    from tessel.codegen.c import UNROLL_CAPS
+    host = Target("host")
+    func = register_tiled_matmul(48, 32, 12, mr=4, nr=16)
+    outer = func.root.body
+    notes = {"pragma_auto_unroll_max_step": 512, "pragma_unroll_explicit": 1}
+    annotated = For(outer.loop_var, outer.extent, outer.body, outer.kind, annotations=notes)
+    annotated = func.with_body(realize(ir.Block("root", (), (), (), annotated)))
+    full = generate_c(annotated, host, unroll_chars=None)
+    cut = generate_c(annotated, host, unroll_chars=len(full) // 3)
+    assert len(cut) < len(full) // 3 < len(full)
+    assert cut.count("for (") > full.count("for (")
+    assert generate_c(annotated, host) == full  # under the default budget: unchanged
+    assert UNROLL_CAPS[-1] == 0  # the last resort unrolls nothing automatically
+    from tessel.codegen.compiler import compile_shared
+    from tessel.codegen.module import Module
+    a, b = rand(48, 12), rand(12, 32, seed=1)
+    for source in (full, cut):
+        mod = Module(annotated, host, source, compile_shared(source, host, cache_dir=cache_dir))
+        out = np.zeros((48, 32), np.float32)
+        mod(a, b, out)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_schedule_primitives_reach_registers(cache_dir):
     """The same shape made with the schedule primitives (cache_write "local",
     reverse_compute_at, decompose_reduction, unroll, vectorize) and compact_buffers: the

@@ -23,7 +23,7 @@ from tessel.codegen.lowered import (Allocate, Comment, LoweredFunc, Promote, Reg
                                     Scatter, VectorStore, lanes_of)
 from tessel.codegen.passes import lower_kernel
 from tessel.ir import (Buffer, BufferLoad, BufferStore, For, IfThenElse, PrimFunc, SeqStmt,
-                       Stmt)
+                       Stmt, collect)
 from tessel.target import Target
 
 ALLOC_FAILED = 1  # kernel status when a heap allocation fails
@@ -286,10 +286,38 @@ def _describe(buf: Buffer) -> str:
     return f"{comment_text(buf.name)} {buf.dtype}[{', '.join(map(str, buf.shape))}]"
 
 
-def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None) -> str:
+# A kernel body whose auto-unrolling makes it longer than this is lowered again with the
+# auto-unroll step cut to each of UNROLL_CAPS in turn until it fits. gcc takes 10-15 s per MB
+# of such code. Of the R18-C1 samples of a 32-trial search (2026-11-24, Zen 4, gcc 12.2), the
+# two past 1.5 MB (19-22 s of gcc each) ran at 15 ms and past the time limit, against the
+# best's 1.3 ms; a 0.95 MB one (14 s) was second best at 2.8 ms and ran 2x slower with its
+# nests unrolled less. The best programs of 64-trial R18-C1 and R18-C6 runs were 50-460 KB.
+UNROLL_CHARS = 1_200_000
+UNROLL_CAPS = (256, 128, 64, 16, 0)
+
+
+def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
+               unroll_chars: int | None = UNROLL_CHARS) -> str:
     """Render `func` as a C11 translation unit exporting tessel_entry and tessel_time. With
-    `max_chars`, a kernel body longer than that raises SourceTooLarge as soon as it passes."""
-    return print_c(lower_kernel(func, target), target, max_chars=max_chars)
+    `max_chars`, a kernel body longer than that raises SourceTooLarge as soon as it passes.
+    A body past `unroll_chars` (None: no limit) is lowered again with less auto-unrolling
+    (UNROLL_CAPS): the program is the same, its copies fewer, its compile time bounded."""
+    step = _max_unroll_step(func)
+    caps = [None] + [c for c in UNROLL_CAPS if c < step] if unroll_chars is not None else [None]
+    for cap in caps[:-1]:
+        budget = unroll_chars if max_chars is None else min(unroll_chars, max_chars)
+        try:
+            return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
+                           max_chars=budget)
+        except SourceTooLarge:
+            continue
+    return print_c(lower_kernel(func, target, max_unroll_step=caps[-1]), target,
+                   max_chars=max_chars)
+
+
+def _max_unroll_step(func: PrimFunc) -> int:
+    steps = [f.annotations.get("pragma_auto_unroll_max_step", 0) for f in collect(func.body, For)]
+    return max((s for s in steps if isinstance(s, int)), default=0)
 
 
 def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None) -> str:

@@ -13,11 +13,12 @@ from tessel.ir import PrimFunc
 from tessel.target import Target
 
 
-def lower_kernel(func: PrimFunc, target: Target) -> LoweredFunc:
+def lower_kernel(func: PrimFunc, target: Target, *,
+                 max_unroll_step: int | None = None) -> LoweredFunc:
     """`func` lowered for a CPU target: vector reductions, blocks, unrolling, vectorization,
-    register promotion."""
+    register promotion. `max_unroll_step` caps the auto-unroll annotations (None: none)."""
     lowered = lower_blocks(vectorize_reductions(func, target))
-    return promote_registers(vectorize(unroll(lowered), target))
+    return promote_registers(vectorize(unroll(lowered, max_unroll_step), target))
 
 
 __all__ = ["lower_kernel", "lower_blocks", "vectorize_reductions", "unroll", "vectorize",

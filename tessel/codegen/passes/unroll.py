@@ -31,34 +31,38 @@ class _Auto:
     explicit: bool = False
 
 
-def unroll(func: LoweredFunc) -> LoweredFunc:
-    return func.with_body(_stmt(func.body, _Auto()))
+def unroll(func: LoweredFunc, max_step: int | None = None) -> LoweredFunc:
+    """`max_step`: a cap on every pragma_auto_unroll_max_step (None: as annotated). Code
+    generation lowers a kernel again under a cap when its unrolled C would be too long."""
+    return func.with_body(_stmt(func.body, _Auto(), max_step))
 
 
-def _stmt(s: Stmt, auto: _Auto) -> Stmt:
+def _stmt(s: Stmt, auto: _Auto, cap: int | None) -> Stmt:
     if isinstance(s, SeqStmt):
-        return seq(*(_stmt(x, auto) for x in s.seq))
+        return seq(*(_stmt(x, auto, cap) for x in s.seq))
     if isinstance(s, For):
-        return _loop(s, auto)
+        return _loop(s, auto, cap)
     if isinstance(s, IfThenElse):
-        return IfThenElse(s.condition, _stmt(s.then_case, auto),
-                          None if s.else_case is None else _stmt(s.else_case, auto))
+        return IfThenElse(s.condition, _stmt(s.then_case, auto, cap),
+                          None if s.else_case is None else _stmt(s.else_case, auto, cap))
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, _stmt(s.body, auto), s.storage, s.slots)
+        return Allocate(s.buffer, _stmt(s.body, auto, cap), s.storage, s.slots)
     if isinstance(s, Promote):
-        return Promote(s.buffer, s.base, s.slots, _stmt(s.body, auto))
+        return Promote(s.buffer, s.base, s.slots, _stmt(s.body, auto, cap))
     return s
 
 
-def _loop(s: For, auto: _Auto) -> Stmt:
+def _loop(s: For, auto: _Auto, cap: int | None) -> Stmt:
     step = s.annotations.get("pragma_auto_unroll_max_step", 0)
     if isinstance(step, int) and step > 0:
+        step = step if cap is None else min(step, cap)
         auto = _Auto(max(auto.max_step, step),
                      bool(s.annotations.get("pragma_unroll_explicit", False)))
     if s.extent == 1:  # the variable is 0: later passes see constant offsets
-        return substitute_folding(_stmt(s.body, auto), {s.loop_var: IntImm(0, s.loop_var.dtype)})
+        return substitute_folding(_stmt(s.body, auto, cap),
+                                  {s.loop_var: IntImm(0, s.loop_var.dtype)})
     if explicit_unroll(s) or _auto_unroll_here(s, auto):
-        body = _stmt(s.body, auto)
+        body = _stmt(s.body, auto, cap)
         return seq(*(substitute_folding(body, {s.loop_var: IntImm(v, s.loop_var.dtype)})
                      for v in range(s.extent)))
     annotations = dict(s.annotations)
@@ -67,7 +71,7 @@ def _loop(s: For, auto: _Auto) -> Stmt:
                                 and 1 < trip_count(s) <= auto.max_step):
         annotations["pragma_unroll"] = min(s.extent, MAX_UNROLL)
         kind = "serial" if s.kind == "unrolled" else s.kind
-    return For(s.loop_var, s.extent, _stmt(s.body, auto), kind, s.thread, annotations)
+    return For(s.loop_var, s.extent, _stmt(s.body, auto, cap), kind, s.thread, annotations)
 
 
 def explicit_unroll(s: For) -> bool:

@@ -201,6 +201,30 @@ def test_scatter_store_transposes(cache_dir):
     assert "lanes[7];" in generate_c(func, AVX2)
 
 
+def test_gathered_in_and_scattered_out_stays_a_scalar_loop(cache_dir):
+    """A vectorized loop whose stores and every varying load go lane by lane (here a
+    transposed read-modify-write) has no vector form worth its size: it stays a loop under
+    `omp simd`, with the reason in a comment, and computes the same."""
+    n, m = 12, 5
+    T, A = Buffer("T", (n, m)), Buffer("A", (m, n))
+    r, c, vr, vc = Var("r"), Var("c"), Var("vr"), Var("vc")
+    block = make_block("T", [IterVar(vr, m), IterVar(vc, n)],
+                       BufferStore(T, T[vc, vr] + A[vr, (vc * 5) % n], (vc, vr)))
+    func = make_func("rmw", (A, T),
+                     nest([(r, m, "serial"), (c, n, "vectorized")], realize(block, [r, c])))
+    source = generate_c(func, AVX2)
+    assert "every varying load go lane by lane" in source and "#pragma omp simd" in source
+    assert "lanes[" not in source
+    a, t = rand(m, n), rand(n, m, seed=1)
+    mod = build(func, cache_dir=cache_dir)
+    want = t.copy()
+    for i in range(m):
+        for j in range(n):
+            want[j, i] += a[i, (j * 5) % n]
+    mod(a, t)
+    np.testing.assert_allclose(t, want, rtol=1e-6)
+
+
 # ---- selects, conditions, predicates ----
 
 def test_select_with_in_bounds_branches_is_blended(cache_dir):

@@ -98,9 +98,10 @@ def test_the_best_so_far_bounds_the_time_limit(target, tmp_path):
         fast, stuck = r.run(*zip(right, hang))
     assert fast.ok and stuck.error_kind == "timeout"
     assert f"within {MIN_LIMIT_S:g} s (limit set by the best so far" in stuck.error_msg
-    assert stuck.run_secs < 10.0
+    assert stuck.run_secs < 20.0
     assert job_timeout(30.0, 0.0) == 30.0  # no best: the configured limit
-    assert job_timeout(30.0, 1.0) == 30.0 and job_timeout(30.0, 0.05) == 5.0
+    assert job_timeout(30.0, 1.0) == 30.0 and job_timeout(30.0, 0.2) == 20.0
+    assert job_timeout(30.0, 1e-6) == MIN_LIMIT_S
 
 
 def test_check_off_measures_a_wrong_kernel(target, tmp_path):

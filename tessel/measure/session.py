@@ -132,7 +132,7 @@ def _timeout_message(job: MeasureJob) -> str:
 
 
 SLOW_LIMIT_RATIO = 100.0  # a job's time limit: this many times its stop_above_s...
-MIN_LIMIT_S = 2.0  # ...but at least this (loading, inputs, the checked first call)
+MIN_LIMIT_S = 5.0  # ...but at least this (loading, inputs, the checked call, a busy CPU)
 
 
 def job_timeout(timeout_s: float, stop_above_s: float) -> float:

@@ -198,6 +198,11 @@ class _Chunk:
         form = flat_index(s.buffer, s.indices, self.env, self.ranges)
         if form is not None and form.lane == 1:
             return VectorStore(s.buffer, self.lane_exprs(s.indices, 0), value)
+        if not collect(value, VectorLoad):
+            # gathered in, scattered out: the vector form would be the scalar loop written out
+            # lane by lane (an R18-C12 sample: 490 KB of it, past gcc's 60 s), no faster
+            raise NotVectorizable(f"the stores to {s.buffer.name} and every varying load "
+                                  "go lane by lane")
         targets = tuple(BufferLoad(s.buffer, self.lane_exprs(s.indices, k), s.buffer.dtype)
                         for k in range(self.width))
         return Scatter(targets, value)

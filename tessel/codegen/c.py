@@ -288,11 +288,12 @@ def _describe(buf: Buffer) -> str:
 
 # A kernel body whose auto-unrolling makes it longer than this is lowered again with the
 # auto-unroll step cut to each of UNROLL_CAPS in turn until it fits. gcc takes 10-15 s per MB
-# of such code. Of the R18-C1 samples of a 32-trial search (2026-11-24, Zen 4, gcc 12.2), the
-# two past 1.5 MB (19-22 s of gcc each) ran at 15 ms and past the time limit, against the
-# best's 1.3 ms; a 0.95 MB one (14 s) was second best at 2.8 ms and ran 2x slower with its
-# nests unrolled less. The best programs of 64-trial R18-C1 and R18-C6 runs were 50-460 KB.
-UNROLL_CHARS = 1_200_000
+# of such code (-O2 no less; -O1 ran R18-C6's best programs 20x slower). In a 64-trial R18-C1
+# search (2026-11-24, Zen 4, gcc 12.2, cold kernel cache) the programs within 15% of the best
+# were 337-546 KB; the seven past 600 KB took 8-20 s of gcc each (a third of the run's build
+# time) and ran 1.3x-1000x slower than the best. Capped, one of them (0.95 MB) ran 2x slower:
+# the budget only cuts programs that were not in contention.
+UNROLL_CHARS = 600_000
 UNROLL_CAPS = (256, 128, 64, 16, 0)
 
 

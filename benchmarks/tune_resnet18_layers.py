@@ -32,6 +32,10 @@ from common import best_secs, gflops, settle
 from tune_vs_reference import reference
 
 LAYERS = [f"R18-C{i}" for i in range(1, 13)]
+# A kernel timed here below SUSPECT x what the tuner's runner measured for it was timed in a
+# slow episode of the machine (on 2026-11-24 four layers timed at 0.05-0.15x their runner
+# figure in one run and at 1.0x alone): wait and time both again, RETRIES times at most.
+SUSPECT, RETRIES, WAIT_S = 0.7, 2, 10.0
 MATMULS = ["GMM", "GMM-1024"]
 
 
@@ -49,26 +53,36 @@ def tune_one(name: str, trials: int, db: Database, target: tessel.Target, rounds
     err = float(np.abs(out - want).max() / np.abs(want).max())
     if err > 1e-4:
         raise SystemExit(f"{name}: the tuned kernel is wrong (max relative error {err:.3g})")
-    ours, theirs = [], []
-    for _ in range(rounds):  # alternate: the machine is shared and noisy
-        settle()
-        ours.append(result.module.time(*inputs, out, number=5, repeat=3))
-        theirs.append(best_secs(ref_fn, 5))
     flops = ops.flops(func)
+    runner = gflops(flops, result.best_seconds)
+    for attempt in range(1 + RETRIES):
+        ours, theirs = [], []
+        for _ in range(rounds):  # alternate: the machine is shared and noisy
+            settle()
+            ours.append(result.module.time(*inputs, out, number=5, repeat=3))
+            theirs.append(best_secs(ref_fn, 5))
+        if gflops(flops, min(ours)) >= SUSPECT * runner:
+            break
+        print(f"{name}: timed here at {gflops(flops, min(ours)):.1f} GFLOP/s, the tuner's "
+              f"runner measured {runner:.1f}: timing again in {WAIT_S:g} s", file=sys.stderr)
+        time.sleep(WAIT_S)
     return {"name": name, "trials": result.trials_before + new, "new": new, "wall": wall,
-            "per_min": new / wall * 60 if new else math.nan,
+            "per_min": new / wall * 60 if new else math.nan, "runner": runner,
             "ours": gflops(flops, min(ours)), "ref": gflops(flops, min(theirs)),
             "ref_name": ref_name}
 
 
 def print_table(rows: list[dict], budget: int) -> None:
     print(f"\n### {budget} trials each\n")
-    print("| workload | trials | tessel GFLOP/s | library GFLOP/s | ratio | wall s | trials/min |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| workload | trials | tessel GFLOP/s | (runner) | library GFLOP/s | ratio | wall s "
+          "| trials/min |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['name']} | {r['trials']} | {r['ours']:.1f} | {r['ref']:.1f} "
-              f"({r['ref_name'].split()[0]}) | {r['ours'] / r['ref']:.2f} | {r['wall']:.0f} | "
-              f"{r['per_min']:.1f} |")
+        print(f"| {r['name']} | {r['trials']} | {r['ours']:.1f} | {r['runner']:.1f} | "
+              f"{r['ref']:.1f} ({r['ref_name'].split()[0]}) | {r['ours'] / r['ref']:.2f} | "
+              f"{r['wall']:.0f} | {r['per_min']:.1f} |")
+    print("\n(tessel: the tuned kernel timed in this process beside the library; runner: the "
+          "tuner's own measurement of it in its measuring process)")
     convs = [r for r in rows if r["name"].startswith("R18-")]
     if convs:
         ratios = [r["ours"] / r["ref"] for r in convs]

@@ -18,6 +18,13 @@ Where a buffer may carry values from one iteration of a loop to the next, it sta
 loop: above the loops that bind reduction iter vars of a block writing it, above vectorized
 loops, and, for accesses outside any block with iter vars (hand-written loop nests), at a
 block. As in TensorIR, a block is assumed to read only what earlier blocks wrote.
+
+A "local" buffer (a write cache: the accumulators of a register tile) also gets its
+dimensions reordered so that the one its reduction block's vectorized loop walks is last:
+an NCHW convolution vectorized over output channels accumulates `C_local[o, y, x]` with o
+in the vector lanes, which as laid out would be a gather and a scatter per multiply-add;
+as `C_local[y, x, o]` it is one vector load and store, which register promotion keeps in
+registers. The copy-out reads it back once per tile, lane by lane.
 """
 from __future__ import annotations
 
@@ -39,6 +46,8 @@ class _Usage:
     paths: list[tuple[Any, ...]] = field(default_factory=list)  # For/Block scopes per access
     pinned: set[int] = field(default_factory=set)  # ids of loops it must stay above
     unstructured: bool = False  # accessed outside any block with iter vars
+    # per access by a reduction block under a vectorized loop: the dims the lanes walk
+    vector_dims: list[frozenset[int]] = field(default_factory=list)
 
 
 class _Collector:
@@ -53,7 +62,7 @@ class _Collector:
         self.realize(func.body)
         return self.usage
 
-    def access(self, buf: Buffer, write: bool) -> None:
+    def access(self, buf: Buffer, write: bool, indices: tuple[Expr, ...] = ()) -> None:
         use = self.usage.get(buf)
         if use is None:
             return  # a parameter
@@ -64,6 +73,10 @@ class _Collector:
         elif write:
             reduce = _reduce_vars(realize)
             use.pinned |= {id(n) for n in self.path if isinstance(n, For) and n.loop_var in reduce}
+            if reduce:
+                dims = _vector_dims(self.path, realize, indices)
+                if dims is not None:
+                    use.vector_dims.append(dims)
 
     def expr(self, e: Expr) -> None:
         for load in ir.collect(e, BufferLoad):
@@ -83,7 +96,7 @@ class _Collector:
             self.expr(s.value)
             for i in s.indices:
                 self.expr(i)
-            self.access(s.buffer, write=True)
+            self.access(s.buffer, write=True, indices=s.indices)
         elif isinstance(s, IfThenElse):
             self.expr(s.condition)
             self.stmt(s.then_case)
@@ -105,6 +118,19 @@ class _Collector:
         self.path.pop()
 
 
+def _vector_dims(path: list[Any], r: BlockRealize,
+                 indices: tuple[Expr, ...]) -> frozenset[int] | None:
+    """The index dimensions that the innermost vectorized loop around block `r` moves (None
+    without such a loop inside the block's scope)."""
+    loop = next((n for n in reversed(path) if isinstance(n, For) and n.kind == "vectorized"),
+                None)
+    if loop is None:
+        return None
+    moved = {iv.var for iv, value in zip(r.block.iter_vars, r.iter_values)
+             if loop.loop_var in ir.free_vars(value)}
+    return frozenset(d for d, i in enumerate(indices) if ir.free_vars(i) & moved)
+
+
 def _reduce_vars(r: BlockRealize) -> set[Var]:
     out: set[Var] = set()
     for iv, value in zip(r.block.iter_vars, r.iter_values):
@@ -120,6 +146,10 @@ class _Plan:
     new: Buffer
     site: Any  # a For or a Block
     mins: tuple[Expr | None, ...]  # per dimension: region min, None where not compacted
+    order: tuple[int, ...] | None = None  # the new buffer's dims, as dims of the old one
+
+    def permute(self, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        return items if self.order is None else tuple(items[d] for d in self.order)
 
 
 def _common_prefix(paths: list[tuple[Any, ...]]) -> list[Any]:
@@ -178,10 +208,27 @@ def _plan(buf: Buffer, use: _Usage) -> _Plan | None:
         else:
             mins.append(None)
             shape.append(n)
-    if site is use.owner and all(m is None for m in mins):
+    order = _vector_last(buf, use, shape)
+    if site is use.owner and all(m is None for m in mins) and order is None:
         return None
+    if order is not None:
+        shape = [shape[d] for d in order]
     new = buf if tuple(shape) == buf.shape else Buffer(buf.name, tuple(shape), buf.dtype, buf.scope)
-    return _Plan(buf, new, site, tuple(mins))
+    return _Plan(buf, new, site, tuple(mins), order)
+
+
+def _vector_last(buf: Buffer, use: _Usage, shape: list[int]) -> tuple[int, ...] | None:
+    """For a local buffer whose reduction writes all move one dimension in their vector
+    lanes: the dimension order that puts it last (None: keep the order)."""
+    if buf.scope != "local" or not use.vector_dims or len(set(use.vector_dims)) != 1:
+        return None
+    dims = use.vector_dims[0]
+    if len(dims) != 1:
+        return None
+    (d,) = dims
+    if all(n == 1 for n in shape[d + 1:]):
+        return None  # already the last dimension that is not 1 wide
+    return tuple(k for k in range(len(shape)) if k != d) + (d,)
 
 
 def plan_buffers(func: PrimFunc) -> dict[Buffer, _Plan]:
@@ -223,8 +270,9 @@ class _Rewriter:
 
     def indices(self, plan: _Plan, idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
         vmap = self._inner_map(plan)
-        return tuple(i if m is None else self.ana.simplify(ir.substitute(i, vmap) - m)
-                     for i, m in zip(idx, plan.mins))
+        return plan.permute(tuple(i if m is None else
+                                  self.ana.simplify(ir.substitute(i, vmap) - m)
+                                  for i, m in zip(idx, plan.mins)))
 
     def expr(self, e: Expr) -> Expr:
         def visit(node: Any) -> Any:
@@ -288,8 +336,9 @@ class _Rewriter:
                 out.append(r)
             elif self._inside(plan):
                 mins = self.indices(plan, tuple(rng.min for rng in r.region))
+                extents = plan.permute(tuple(rng.extent for rng in r.region))
                 out.append(BufferRegion(plan.new, tuple(
-                    Range(m, rng.extent) for m, rng in zip(mins, r.region))))
+                    Range(m, e) for m, e in zip(mins, extents))))
         return tuple(out)
 
     def allocations(self, block: Block) -> tuple[Buffer, ...]:

@@ -216,3 +216,31 @@ def test_a_buffer_used_in_one_block_moves_into_it():
     assert "O[vi] = T[0, 0] + 1.0" in g.script()
     (a,), (o,) = run(f)
     np.testing.assert_allclose(o, a * 2 + 1, rtol=1e-6)
+
+
+def test_a_local_accumulator_puts_its_vector_dimension_last():
+    """An NCHW convolution vectorized over output channels (the channel-vector design):
+    its local accumulator is laid out [y, x, o] so that the lanes are contiguous; the
+    generated C has whole-vector accumulator accesses in the reduction, and the program
+    computes what the unscheduled one does (odd sizes, a tail tile)."""
+    f = ops.conv2d(1, 5, 7, 7, 32, 3, 3, padding=1)
+    sch = Schedule(f)
+    conv = sch.get_block("conv2d")
+    write = sch.cache_write(conv, 0, "local")
+    n, o, y, x, rc, ry, rx = sch.get_loops(conv)
+    o0, o1 = sch.split(o, [None, 16])
+    y0, y1 = sch.split(y, [None, 7])
+    sch.reorder(n, o0, y0, rc, ry, rx, y1, x, o1)
+    sch.reverse_compute_at(write, y0)
+    sch.decompose_reduction(conv, rc)
+    sch.vectorize(o1)
+    g = compact_buffers(sch.func)
+    local = next(b for blk in ir.blocks(g.body) for b in blk.alloc_buffers
+                 if b.name == "conv2d_local")
+    assert local.shape == (1, 7, 7, 16)  # n, y, x, then the 16 channels of the tile
+    assert "conv2d_local[0, vy_1, vx_1, o_1_1] = conv2d_local[0, vy_1, vx_1, o_1_1] + " in g.script()
+    assert ir.structural_equal(compact_buffers(g), g)  # idempotent
+    source = tessel.build(sch.func).source
+    reduction = source[source.index("for (int32_t rc"):]
+    assert "_load(&conv2d_local[" in reduction and "lanes" not in reduction.split("}")[0]
+    check_equivalent(f, sch.func)

@@ -113,6 +113,7 @@ def plot(names: list[str], db: Database, target: tessel.Target, refs: dict[str, 
         ax.plot(range(1, c.trials + 1), c.best_gflops, label="tessel")
         if name in refs:
             ax.axhline(refs[name], color="gray", linestyle="--", label="library")
+        ax.set_ylim(bottom=0)
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)

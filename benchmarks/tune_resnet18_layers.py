@@ -32,6 +32,11 @@ from common import best_secs, gflops, settle
 from tune_vs_reference import reference
 
 LAYERS = [f"R18-C{i}" for i in range(1, 13)]
+# convolutions of shapes in no suite (--odd): (N, C, H, W, O, KH, KW, stride, padding)
+ODD = {"ODD-3x3-96x20": (1, 96, 20, 20, 96, 3, 3, 1, 1),
+       "ODD-3x3s2-48x33": (1, 48, 33, 33, 96, 3, 3, 2, 1),
+       "ODD-1x1-160x10": (1, 160, 10, 10, 320, 1, 1, 1, 0),
+       "ODD-5x5-32x24": (1, 32, 24, 24, 64, 5, 5, 1, 2)}
 # A kernel timed here below SUSPECT x what the tuner's runner measured for it was timed in a
 # slow episode of the machine (on 2026-11-24 four layers timed at 0.05-0.15x their runner
 # figure in one run and at 1.0x alone): wait and time both again, RETRIES times at most.
@@ -39,8 +44,15 @@ SUSPECT, RETRIES, WAIT_S = 0.7, 2, 10.0
 MATMULS = ["GMM", "GMM-1024"]
 
 
+def workload(name: str) -> tessel.PrimFunc:
+    if name in ODD:
+        n, c, h, w, o, kh, kw, stride, pad = ODD[name]
+        return ops.conv2d(n, c, h, w, o, kh, kw, stride=stride, padding=pad)
+    return ops.SUITE[name]
+
+
 def tune_one(name: str, trials: int, db: Database, target: tessel.Target, rounds: int) -> dict:
-    func = ops.SUITE[name]
+    func = workload(name)
     start = time.perf_counter()
     result = tessel.tune(func, target, trials, database=db, progress=False)
     wall = time.perf_counter() - start
@@ -83,7 +95,7 @@ def print_table(rows: list[dict], budget: int) -> None:
               f"{r['wall']:.0f} | {r['per_min']:.1f} |")
     print("\n(tessel: the tuned kernel timed in this process beside the library; runner: the "
           "tuner's own measurement of it in its measuring process)")
-    convs = [r for r in rows if r["name"].startswith("R18-")]
+    convs = [r for r in rows if r["name"].startswith(("R18-", "ODD-"))]
     if convs:
         ratios = [r["ours"] / r["ref"] for r in convs]
         print(f"\nconvolutions: ratio min {min(ratios):.2f}, geomean "
@@ -107,7 +119,7 @@ def plot(names: list[str], db: Database, target: tessel.Target, refs: dict[str, 
     rows = math.ceil(len(names) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
     for ax, name in zip(axes.flat, names):
-        func = ops.SUITE[name]
+        func = workload(name)
         records = db.records(func, target)
         c = curve(name, [r.mean_secs for r in records], ops.flops(func))
         ax.plot(range(1, c.trials + 1), c.best_gflops, label="tessel")
@@ -134,16 +146,20 @@ def main() -> None:
     parser.add_argument("--db", default="r18_layers.db")
     parser.add_argument("--layers", default=",".join(LAYERS))
     parser.add_argument("--matmul", default=",".join(MATMULS))
+    parser.add_argument("--odd", action="store_true",
+                        help="also the convolutions of shapes in no suite (ODD)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default="", help="PNG of the tuning curves")
     args = parser.parse_args()
     names = [n for n in (args.layers.split(",") + args.matmul.split(",")) if n]
-    unknown = [n for n in names if n not in ops.SUITE]
+    if args.odd:
+        names += list(ODD)
+    unknown = [n for n in names if n not in ops.SUITE and n not in ODD]
     if unknown:
         raise SystemExit(f"not suite workloads: {', '.join(unknown)} (see `tessel ops`)")
     target = tessel.Target("host")
     db = Database(args.db)
-    stored = [n for n in names if db.records(ops.SUITE[n], target)]
+    stored = [n for n in names if db.records(workload(n), target)]
     print(f"target: {target}; {time.strftime('%Y-%m-%d %H:%M')}; database {args.db}"
           + (f" (resumed: {', '.join(stored)} had records)" if stored else " (empty)"))
     refs: dict[str, float] = {}

@@ -35,6 +35,27 @@ def reference(func, inputs):
     raise SystemExit(f"no reference library for op {op!r}")
 
 
+def time_against_reference(func, module, rounds: int) -> tuple[float, float, str]:
+    """Check `module` (a built program of `func`) against the vendor library on the same
+    inputs (SystemExit if it is wrong), then time both in alternating rounds: (best seconds
+    of the module, best seconds of the library, the library's name)."""
+    inputs = ops.reference_inputs(func, seed=0)
+    (out,) = ops.empty_outputs(func)
+    module(*inputs, out)
+    ref_fn, ref_name = reference(func, inputs)
+    want = np.asarray(ref_fn())
+    err = float(np.abs(out - want).max() / np.abs(want).max())
+    if err > 1e-4:
+        raise SystemExit(f"{func.name}: the tuned kernel is wrong (max relative error "
+                         f"{err:.3g})")
+    ours, theirs = [], []
+    for _ in range(rounds):  # alternate: the machine is shared and noisy
+        settle()
+        ours.append(module.time(*inputs, out, number=5, repeat=3))
+        theirs.append(best_secs(ref_fn, 5))
+    return min(ours), min(theirs), ref_name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("workload")
@@ -50,26 +71,15 @@ def main() -> None:
     result = tessel.tune(func, target, args.trials, strategy=args.strategy,
                          cost_model=args.cost_model, database=args.db)
     minutes = (time.perf_counter() - start) / 60
-    inputs = ops.reference_inputs(func, seed=0)
-    (out,) = ops.empty_outputs(func)
-    result.module(*inputs, out)
-    ref_fn, ref_name = reference(func, inputs)
-    want = np.asarray(ref_fn())
-    err = float(np.abs(out - want).max() / np.abs(want).max())
-    assert err < 1e-4, f"tuned kernel is wrong: max relative error {err}"
-    ours, theirs = [], []
-    for _ in range(args.rounds):  # alternate: the machine is shared and noisy
-        settle()
-        ours.append(result.module.time(*inputs, out, number=5, repeat=3))
-        theirs.append(best_secs(ref_fn, 5))
+    secs, ref_secs, ref_name = time_against_reference(func, result.module, args.rounds)
     flops = ops.flops(func)
-    g_ours, g_ref = gflops(flops, min(ours)), gflops(flops, min(theirs))
+    g_ours, g_ref = gflops(flops, secs), gflops(flops, ref_secs)
     new = len(result.history)
     print(f"target: {target}; {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"{args.workload}: {result.trials_before + new} trials ({new} this run, "
           f"{args.strategy} + {args.cost_model}), {new / minutes:.1f} trials/min this run")
-    print(f"  tessel (tuned)            {g_ours:7.1f} GFLOP/s  ({min(ours) * 1e3:.3f} ms)")
-    print(f"  {ref_name:<25} {g_ref:7.1f} GFLOP/s  ({min(theirs) * 1e3:.3f} ms)")
+    print(f"  tessel (tuned)            {g_ours:7.1f} GFLOP/s  ({secs * 1e3:.3f} ms)")
+    print(f"  {ref_name:<25} {g_ref:7.1f} GFLOP/s  ({ref_secs * 1e3:.3f} ms)")
     print(f"  ratio                     {g_ours / g_ref:7.2f}")
 
 

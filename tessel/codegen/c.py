@@ -305,8 +305,9 @@ def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
     (UNROLL_CAPS): the program is the same, its copies fewer, its compile time bounded."""
     step = _max_unroll_step(func)
     caps = [None] + [c for c in UNROLL_CAPS if c < step] if unroll_chars is not None else [None]
+    budget = unroll_chars if max_chars is None or unroll_chars is None else min(unroll_chars,
+                                                                                max_chars)
     for cap in caps[:-1]:
-        budget = unroll_chars if max_chars is None else min(unroll_chars, max_chars)
         try:
             return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
                            max_chars=budget)

@@ -255,10 +255,16 @@ def _compiler_label(version_line: str) -> str:
     return f"gcc{version}" if first == "cc" or "gcc" in first else f"{first}{version}"
 
 
-def _isa_summary(features: frozenset[str]) -> str:
-    ranked = (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"), ("sse4_2", "sse4.2"),
+_ISA_BASES = (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"), ("sse4_2", "sse4.2"),
               ("sse2", "sse2"), ("sve2", "sve2"), ("sve", "sve"), ("asimd", "neon"))
-    base = next((label for flag, label in ranked if flag in features), "generic")
+
+
+def _isa_base(features: frozenset[str]) -> str:
+    return next((label for flag, label in _ISA_BASES if flag in features), "generic")
+
+
+def _isa_summary(features: frozenset[str]) -> str:
+    base = _isa_base(features)
     optional = (("fma", "fma"), ("avx512_vnni", "vnni"))
     extras = [label for flag, label in optional if flag in features]
     return "+".join([base, *extras])
@@ -308,6 +314,13 @@ class Target:
         _check(dtype in _DTYPE_BITS,
                f"unknown dtype {dtype!r}; valid dtypes: {sorted(_DTYPE_BITS)}")
         return max(1, self.vector_bits // _DTYPE_BITS[dtype])
+
+    @property
+    def isa_family(self) -> str:
+        """The architecture and its widest vector ISA, e.g. "x86_64-avx512", "aarch64-neon":
+        targets of one family run the same kind of generated code (what a pretrained cost
+        model is trained for)."""
+        return f"{self.arch}-{_isa_base(self.features)}"
 
     @property
     def accumulator_registers(self) -> int:

@@ -54,8 +54,8 @@ CASES = [
                                   "['annealing', 'evolutionary', 'ga', 'genetic', 'grid', "
                                   "'random']"),
     ("tune GMM --cost-model magic", "tessel tune: unknown cost model 'magic'; known: "
-                                    "['ensemble', 'random', 'transfer', 'treegru', 'xgb', "
-                                    "'xgb-reg']"),
+                                    "['ensemble', 'pretrained', 'random', 'transfer', "
+                                    "'treegru', 'xgb', 'xgb-reg']"),
     ("tune GMM --space magic", "tessel tune: unknown space 'magic'; known: auto, "),
     ("tune GMM --trials 0", "tessel tune: trials must be a positive int, got 0"),
     # files: the database

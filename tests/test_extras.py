@@ -60,7 +60,8 @@ def test_require_returns_the_module_and_hints_name_packages():
 
 
 def test_the_default_cost_model_needs_only_core_dependencies():
-    """pyproject's core dependencies hold what `tessel tune` uses by default: xgboost."""
+    """pyproject's core dependencies hold what `tessel tune` uses by default: xgboost, and
+    the package data the shipped cost models."""
     import tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = " ".join(project["dependencies"])
@@ -70,6 +71,8 @@ def test_the_default_cost_model_needs_only_core_dependencies():
     sub = argparse.ArgumentParser().add_subparsers()
     add_commands(sub)
     tune = sub.choices["tune"]
-    assert tune.get_default("cost_model") == "xgb"
+    assert tune.get_default("cost_model") == "pretrained"
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "pretrained/*.json.gz" in data["package-data"]["tessel.cost_model"]
     for extra, packages in project["optional-dependencies"].items():
         assert not any(p.startswith("xgboost") for p in packages), extra

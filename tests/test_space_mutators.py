@@ -7,8 +7,9 @@ import pytest
 
 import tessel
 from tessel import ir
-from tessel.space import (MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll,
-                          make_space, postprocess)
+from tessel import ops
+from tessel.space import (MutateComputeLocation, MutateParallel, MutateRegisterTile,
+                          MutateTileSize, MutateUnroll, make_space, postprocess)
 from tessel.space.rules.parallel import PARALLEL
 from space_cases import POSTPROCS, SUITE_NAMES, TARGET, max_errors, small
 
@@ -60,6 +61,30 @@ def test_tile_size_mutation_keeps_the_product_and_the_innermost_limit():
         old_f, new_f = trace.decisions[changed[0]], new.decisions[changed[0]]
         assert math.prod(old_f) == math.prod(new_f) and new_f[-1] <= 64
         assert sum(a != b for a, b in zip(old_f, new_f)) == 2
+
+
+@pytest.mark.parametrize("func", [ops.matmul(48, 96, 40),
+                                  ops.conv2d(1, 16, 9, 9, 32, 3, 3, padding=1)],
+                         ids=["matmul", "conv2d"])
+def test_register_tile_mutation_moves_rows_and_vector_width_together(func):
+    rng = random.Random(3)
+    mutator, seen = MutateRegisterTile(), 0
+    for trace in _samples(func, 12, seed=5):
+        new = mutator.propose(func, trace, rng)
+        if new is None:
+            continue
+        changed = [i for i in trace.sampling_sites() if trace.decisions[i] != new.decisions[i]]
+        assert len(changed) == 2  # the row tile and the vector tile, in one step
+        old_area = math.prod(trace.decisions[i][-1] for i in changed)
+        new_area = math.prod(new.decisions[i][-1] for i in changed)
+        assert old_area / 2 <= new_area <= old_area * 2
+        for i in changed:
+            assert math.prod(new.decisions[i]) == math.prod(trace.decisions[i])
+            assert new.decisions[i][-1] != trace.decisions[i][-1]
+        final = postprocess(new.apply(tessel.Schedule(func)), POSTPROCS, strict=True)
+        assert max(max_errors(func, [final.func])) < 1e-4
+        seen += 1
+    assert seen >= 3
 
 
 def test_parallel_mutation_changes_the_fused_parallel_extent():

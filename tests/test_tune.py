@@ -1,6 +1,8 @@
 """The tuning loop end to end: a real smoke run, every strategy with a fake runner, resuming,
 interruption, early stopping, task scheduling and apply_best."""
 import math
+import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ from tessel import ops
 from tessel.database import Database
 from tessel.ir import structural_hash
 from tessel.measure import MeasureResult
+from tessel.search import make_strategy
+from tessel.space import make_space
 from tessel.tuning.task import Task
 from tessel.tuning import TuneError, apply_best, tune, tune_tasks
 
@@ -105,6 +109,66 @@ def test_an_interrupted_run_restarts_to_the_same_count_without_repeats(tmp_path)
     assert result.trials_before == 8 and len(result.history) == 8
     assert not set(killed.keys) & set(again.keys)
     assert Database(db).count(func, TARGET) == 16
+
+
+class WaitingBuilder:
+    """Finishes building batch k only once batch k + 1 has been asked for (it notes whether
+    that happened within a few seconds): a loop that proposes while it builds passes, a
+    sequential one waits out every timeout."""
+    def __init__(self, strategy, batches):
+        self.asks, self.builds, self.batches, self.overlapped = 0, 0, batches, []
+        self.cond = threading.Condition()
+        ask = strategy.ask
+
+        def counted(n):
+            with self.cond:
+                self.asks += 1
+                self.cond.notify_all()
+            return ask(n)
+        strategy.ask = counted
+
+    def build(self, cands):
+        self.builds += 1
+        if self.builds < self.batches:  # the last batch has no next one
+            with self.cond:
+                self.overlapped.append(self.cond.wait_for(lambda: self.asks > self.builds, 5))
+        return [None] * len(cands)
+
+
+def test_the_next_batch_is_proposed_while_one_builds_and_nothing_is_measured_twice(tmp_path):
+    func = ops.matmul(32, 24, 16)
+    strategy = make_strategy("random", make_space("auto", TARGET), func, seed=0)
+    builder, runner = WaitingBuilder(strategy, 4), FakeRunner()
+    result = tune(func, TARGET, 16, strategy=strategy, cost_model="random",
+                  database=tmp_path / "r.db", runner=runner, builder=builder, batch_size=4,
+                  progress=False, rerun_top=1)
+    assert builder.overlapped == [True, True, True]
+    assert len(result.history) == 16 and len(set(runner.keys)) == len(runner.keys) == 16
+    assert Database(tmp_path / "r.db").count(func, TARGET) == 16
+
+
+class FailingRunner(FakeRunner):
+    """Sees batch `fail_on_batch` and then fails, as a runner whose machine went away."""
+    def run(self, cands, builds):
+        if self.batches + 1 == self.fail_on_batch:
+            self.batches += 1
+            self.lost = [structural_hash(c.func) for c in cands]
+            raise RuntimeError("the device pool went away")
+        return super().run(cands, builds)
+
+
+def test_a_failed_batch_loses_nothing_measured_and_gives_its_claims_back(tmp_path):
+    func, db = ops.matmul(32, 24, 16), tmp_path / "r.db"
+    runner = FailingRunner(fail_on_batch=3)
+    with pytest.raises(RuntimeError, match="went away"):
+        fake_tune(func, 24, db, runner)
+    assert Database(db).count(func, TARGET) == 8  # the two batches measured are stored
+    with sqlite3.connect(db) as c:  # the failed batch and the one proposed after it
+        pending = c.execute("SELECT COUNT(*) FROM claims WHERE done = 0").fetchone()[0]
+    assert pending == 0
+    again = Database(db)
+    assert all(again.claim(func, TARGET, runner.lost, "another run"))
+    again.close()
 
 
 def test_early_stopping_ends_a_run_without_progress(tmp_path):

@@ -178,7 +178,9 @@ def test_two_runs_on_one_database_measure_no_program_twice(tmp_path):
     programs = [structural_hash(final_func(r.trace().apply(Schedule(func)), posts))
                 for r in stored]
     assert len(programs) == len(set(programs)), "a program was measured twice"
-    assert 24 <= len(stored) <= 28  # the budget is shared (a batch in flight may overshoot)
+    # the budget is shared; each run may overshoot by the batch it measures and the one it
+    # proposed meanwhile (the pipelined loop)
+    assert 24 <= len(stored) <= 32
     labels = {r.run for r in stored}
     assert len(labels) == 2 and all(len([r for r in stored if r.run == label]) >= 4
                                     for label in labels)

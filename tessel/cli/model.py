@@ -127,7 +127,7 @@ def add_commands(sub) -> None:
     p.add_argument("--trials", type=int, default=256, help="measurements in all (default 256)")
     p.add_argument("--scheduler", choices=("gradient", "round-robin"), default="gradient")
     p.add_argument("--strategy", default="evolutionary")
-    p.add_argument("--cost-model", default="xgb")
+    p.add_argument("--cost-model", default="pretrained")
     p.add_argument("--batch-size", type=int, default=16)
     p.set_defaults(fn=cmd_tune_model)
     p = sub.add_parser("run-model", help="compile a model with the database, check and time it")

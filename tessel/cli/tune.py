@@ -163,7 +163,8 @@ def add_commands(sub) -> None:
     p.add_argument("--strategy", default="evolutionary",
                    help="evolutionary, annealing, random, genetic or grid")
     p.add_argument("--space", default="auto", help="auto, or a template name (matmul, ...)")
-    p.add_argument("--cost-model", default="xgb", help="xgb, xgb-reg, treegru, ensemble, random")
+    p.add_argument("--cost-model", default="pretrained",
+                   help="pretrained (default), xgb, xgb-reg, treegru, ensemble, random")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--early-stopping", type=int, default=None,
                    help="stop after this many trials without improvement")

@@ -102,6 +102,13 @@ class CostModel(ABC):
     def trained(self) -> bool:
         return len(self.inputs) > 0
 
+    @property
+    def informed(self) -> bool:
+        """Whether scores mean anything yet: trained on records (or, for a transfer model,
+        starting from a pretrained global model). A search ranks its first batch by an
+        informed model and falls back to expert priors and random samples otherwise."""
+        return self.trained
+
     def update(self, candidates: Sequence[MeasureCandidate],
                results: Sequence[MeasureResult]) -> None:
         """Add measured candidates to the model's data and retrain on all of it."""

@@ -3,8 +3,10 @@
     pairs = pairs_from_database(tessel.Database("records.db"), target)   # all workloads
     glob = pretrain_global(pairs)                                          # transfer.py
 
-Each record's trace is replayed on its workload to rebuild the scheduled program (records
-without a trace, or whose trace no longer replays, are skipped). `pairs_from_fixture` reads
+Each record's trace is replayed on its workload and postprocessed as a search does before it
+builds (tessel.space.default_postprocs of the target), so that a model trained on these pairs
+sees the programs a search scores (records without a trace, or whose trace no longer replays,
+are skipped). `pairs_from_fixture` reads
 the gzipped JSON written by benchmarks/make_transfer_fixture.py.
 """
 from __future__ import annotations
@@ -12,37 +14,44 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from tessel.cost_model.base import check
 from tessel.ir import PrimFunc, from_json
 from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.space import Postproc, default_postprocs, postprocess
+from tessel.target import Target
 
 FIXTURE_FORMAT = "tessel.transfer_fixture/1"
 Pair = tuple[MeasureCandidate, MeasureResult]
 
 
-def replay(workload: PrimFunc, trace: Any, result: MeasureResult,
-           knobs: tuple | None = None) -> Pair | None:
-    """The candidate a trace makes on `workload`, paired with its result; None if it fails."""
+def replay(workload: PrimFunc, trace: Any, result: MeasureResult, knobs: tuple | None = None,
+           postprocs: Sequence[Postproc] = ()) -> Pair | None:
+    """The candidate a trace makes on `workload` (postprocessed by `postprocs`), paired with
+    its result; None if it fails."""
     try:
-        func = trace.apply(Schedule(workload)).func
-    except ScheduleError:
+        sch = trace.apply(Schedule(workload))
+        final = postprocess(sch, postprocs) if postprocs else sch
+    except (ScheduleError, ValueError):
         return None
-    return MeasureCandidate(workload, func, trace, knobs), result
+    if final is None:
+        return None
+    return MeasureCandidate(workload, final.func, trace, knobs), result
 
 
 def pairs_from_database(db: Any, target: Any = None,
                         workloads: Iterable[str] | None = None) -> dict[str, list[Pair]]:
-    """{workload key: pairs} of a tessel.Database's records on `target` (all if None),
-    for the given workload keys (all if None)."""
+    """{workload key: pairs} of a tessel.Database's records on `target` (all if None; then
+    programs are postprocessed for the host), for the given workload keys (all if None)."""
     wanted = set(workloads) if workloads is not None else None
+    posts = default_postprocs(target if isinstance(target, Target) else Target("host"))
     out: dict[str, list[Pair]] = {}
     for wl in db.workloads():
         if wanted is not None and wl.key not in wanted:
             continue
-        pairs = [replay(wl.func, r.trace(), r.result(), r.knobs)
+        pairs = [replay(wl.func, r.trace(), r.result(), r.knobs, posts)
                  for r in db.records(wl.key, target) if r.trace_json is not None]
         kept = [p for p in pairs if p is not None]
         if kept:

@@ -61,6 +61,10 @@ class TransferModel(CostModel):
         feature = getattr(global_model, "feature", GLOBAL_FEATURE)
         self.local = local or XGBModel(feature=feature, num_rounds=30, eta=0.1, seed=seed)
 
+    @property
+    def informed(self) -> bool:
+        return self.global_model is not None or self.trained
+
     def encode(self, candidates: Sequence[MeasureCandidate]) -> list[Any]:
         local = self.local.encode(candidates)
         if self.global_model is None:

@@ -336,6 +336,18 @@ class Database:
             return granted
         return self._write(body)
 
+    def release(self, workload: PrimFunc | str, target: Target, programs: Sequence[str],
+                run: str) -> None:
+        """Give up `run`'s claims on programs it will not measure after all (claims already
+        committed are kept): any run may then measure them."""
+        keys = (_workload_key(workload), target_key(target))
+
+        def body(c: sqlite3.Connection) -> None:
+            c.executemany("DELETE FROM claims WHERE workload = ? AND target = ? AND program = ? "
+                          "AND run = ? AND done = 0", [(*keys, p, run) for p in programs])
+        if programs:
+            self._write(body)
+
     def count(self, workload: PrimFunc | str | None = None,
               target: Target | str | None = None) -> int:
         self._verify_target(target)

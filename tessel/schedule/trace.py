@@ -212,21 +212,32 @@ class Trace:
         not fit raises ScheduleError and leaves no half-applied instruction behind.
         """
         env: dict[RV, Any] = {}
-        chosen = {**self.decisions, **{k: _freeze(v) for k, v in (decisions or {}).items()}}
-        for index, inst in enumerate(self.instructions):
-            kind = INSTRUCTIONS.get(inst.kind)
-            check(kind is not None, f"trace instruction {index} has unknown kind {inst.kind!r}")
-            check(tuple(k for k, _ in inst.args) == kind.params,
-                  f"trace instruction {index} ({inst.kind}) has arguments "
-                  f"{tuple(k for k, _ in inst.args)}, expected {kind.params}")
-            values = tuple(_remap(v, env, inst) for _, v in inst.args)
-            extra = {"decision": chosen.get(index)} if kind.sampling else {}
-            outs = _as_tuple(getattr(sch, kind.method)(*kind.call_args(values), **extra))
-            check(len(outs) == len(inst.outputs),
-                  f"instruction {index} ({inst.kind}) made {len(outs)} outputs on replay, "
-                  f"{len(inst.outputs)} when recorded")
-            env.update(zip(inst.outputs, outs))
+        chosen = self.chosen(decisions)
+        for index in range(len(self.instructions)):
+            self.replay_step(sch, index, env, chosen)
         return sch
+
+    def chosen(self, decisions: Mapping[int, Any] | None = None) -> dict[int, Any]:
+        """The decisions a replay takes: the recorded ones, overridden by `decisions`."""
+        return {**self.decisions, **{k: _freeze(v) for k, v in (decisions or {}).items()}}
+
+    def replay_step(self, sch: "Schedule", index: int, env: dict[RV, Any],
+                    chosen: Mapping[int, Any]) -> None:
+        """Replay instruction `index` on `sch`; `env` maps the trace's random variables to
+        the schedule's (and takes the instruction's outputs)."""
+        inst = self.instructions[index]
+        kind = INSTRUCTIONS.get(inst.kind)
+        check(kind is not None, f"trace instruction {index} has unknown kind {inst.kind!r}")
+        check(tuple(k for k, _ in inst.args) == kind.params,
+              f"trace instruction {index} ({inst.kind}) has arguments "
+              f"{tuple(k for k, _ in inst.args)}, expected {kind.params}")
+        values = tuple(_remap(v, env, inst) for _, v in inst.args)
+        extra = {"decision": chosen.get(index)} if kind.sampling else {}
+        outs = _as_tuple(getattr(sch, kind.method)(*kind.call_args(values), **extra))
+        check(len(outs) == len(inst.outputs),
+              f"instruction {index} ({inst.kind}) made {len(outs)} outputs on replay, "
+              f"{len(inst.outputs)} when recorded")
+        env.update(zip(inst.outputs, outs))
 
     def simplified(self) -> "Trace":
         """Drop lookups and samples whose results nothing uses (dead-code elimination)."""

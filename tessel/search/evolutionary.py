@@ -9,10 +9,11 @@ Each `ask(n)`:
   3. the batch is the best-scored programs seen in any generation that were never proposed
      before, with an epsilon fraction replaced by fresh random samples.
 
-With `priors` (the default), the first batch of a search that has measured nothing is the
-space's expert priors (tessel.space.priors: register-blocked programs that uniform sampling
-rarely finds), filled up with random samples: with no measurement the model ranks at random,
-so evolving under it would only cost time (seconds per replayed candidate on a convolution).
+With `priors` (the default), the space's expert priors (tessel.space.priors: register-blocked
+programs that uniform sampling rarely finds) join the first initial population, and the model
+ranks them with everything else when it is informed (a pretrained global model, or records).
+Under an uninformed model (a cold "xgb") scores are noise, so the first batch is the priors
+themselves, filled up with random samples: evolving under noise would only cost time.
 """
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ class EvolutionarySearch(SearchStrategy):
         self.use_priors = priors
 
     def ask(self, n: int) -> list[Proposal]:
-        if self.use_priors and not self.measured:  # an untrained model would rank at random
-            first = self.take_new(self.priors(), n)
+        informed = getattr(self.cost_model, "informed", False)
+        if self.use_priors and not self.measured and not informed:
+            first = self.take_new(self.priors(), n)  # noise would rank them at random
             return first + self.sample_new(n - len(first))
         return self._evolve(n)
 
@@ -59,6 +61,8 @@ class EvolutionarySearch(SearchStrategy):
 
     def _initial_population(self) -> list[Proposal]:
         best = self.best_measured(int(self.population * self.init_measured_ratio))
+        if self.use_priors and not self.measured:
+            best = self.priors()[:self.population // 2]
         fresh = [s for s in (self.sample() for _ in range(self.population - len(best)))
                  if s is not None]
         return best + fresh

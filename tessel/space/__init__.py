@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence, Union
 from tessel.space.base import FunctionSpace, SearchSpace, SpaceError, UnionSpace, check
 from tessel.space.config import Config, ConfigSpace, Knob
 from tessel.space.mutators import (MUTATORS, MutateComputeLocation, MutateParallel,
-                                   MutateTileSize, MutateUnroll, Mutator)
+                                   MutateRegisterTile, MutateTileSize, MutateUnroll,
+                                   Mutator)
 from tessel.space.postproc import (Postproc, RewriteLayout, RewriteParallelVectorizeUnroll,
                                    RewriteReductionBlock, VerifyCodegen, VerifyLoops,
                                    default_postprocs, final_func, postprocess)
@@ -85,4 +86,5 @@ __all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError"
            "RandomComputeLocation", "Postproc", "postprocess", "final_func",
            "default_postprocs", "RewriteLayout", "RewriteReductionBlock", "RewriteParallelVectorizeUnroll",
            "VerifyLoops", "VerifyCodegen", "Mutator", "MUTATORS", "MutateTileSize",
+           "MutateRegisterTile",
            "MutateUnroll", "MutateParallel", "MutateComputeLocation"]

@@ -23,6 +23,7 @@ from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.ir.structural import structural_hash
 from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.schedule.replay import ReplayCache
 
 if TYPE_CHECKING:
     from tessel.space.config import Config, ConfigSpace
@@ -65,6 +66,7 @@ class SearchSpace(ABC):
     def __init__(self) -> None:
         self._designs: dict[str, list[Trace]] = {}
         self._mutants: tuple[PrimFunc | None, tuple, dict[str, Neighbour | None]] = (None, (), {})
+        self._replays: ReplayCache | None = None
 
     @abstractmethod
     def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:
@@ -91,8 +93,12 @@ class SearchSpace(ABC):
                          f"tries (last error: {last})")
 
     def replay(self, func: PrimFunc, trace: Trace) -> Schedule:
-        """Rebuild the schedule a trace describes (ScheduleError when it does not fit)."""
-        return trace.apply(Schedule(func))
+        """Rebuild the schedule a trace describes (ScheduleError when it does not fit). The
+        work up to the first decision a trace does not share with one replayed before is not
+        done again (tessel.schedule.replay), for one workload at a time."""
+        if self._replays is None or self._replays.func is not func:
+            self._replays = ReplayCache(func)
+        return self._replays.apply(trace)
 
     def mutate(self, func: PrimFunc, trace: Trace, rng: random.Random,
                mutators: Sequence[tuple["Mutator", float]],

@@ -1,6 +1,7 @@
 """Mutators: propose a neighbour of a trace by changing one of its decisions.
 
     MutateTileSize          move a factor d between two tiles of one sample_perfect_tile
+    MutateRegisterTile      reshape a register tile: rows and vector width change together
     MutateUnroll            another candidate of the unroll sample_categorical
     MutateParallel          another meta_schedule.parallel extent (fuses a different number
                             of outer loops into the parallel loop)
@@ -12,6 +13,7 @@ neighbour (or has nothing to mutate) within a few tries.
 """
 from __future__ import annotations
 
+import math
 import random
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
@@ -92,6 +94,63 @@ class MutateTileSize(Mutator):
             if factors[-1] <= limit:
                 return trace.with_decision(site, tuple(factors))
         return None
+
+
+class MutateRegisterTile(Mutator):
+    """Reshapes the register tile: the innermost tiles of the last two 4-level spatial tilings
+    of a block (the vector axis and the row axis before it, as tessel.space.priors reads
+    them) change together, keeping the tile's area (accumulators) within a factor of two, so a
+    search can trade rows for vector width in one step; one tile alone changed that way first
+    spills or starves the registers. Outer levels absorb the change."""
+
+    name = "register_tile"
+
+    def propose(self, func: PrimFunc, trace: Trace, rng: random.Random) -> Trace | None:
+        pairs = _register_tile_sites(trace)
+        if not pairs:
+            return None
+        for _ in range(MAX_TRIES):
+            row, vec = rng.choice(pairs)
+            old_r, old_v = trace.decisions[row][-1], trace.decisions[vec][-1]
+            limit = _arg(trace.instructions[vec], "max_innermost_factor", 16)
+            area = old_r * old_v
+            shapes = [(r, v) for r in divisors(math.prod(trace.decisions[row])) if r <= 16
+                      for v in divisors(math.prod(trace.decisions[vec])) if v <= limit
+                      and area / 2 <= r * v <= area * 2 and r != old_r and v != old_v]
+            if not shapes:
+                continue
+            r, v = rng.choice(shapes)
+            return trace.with_decision(row, _with_inner(trace.decisions[row], r)) \
+                .with_decision(vec, _with_inner(trace.decisions[vec], v))
+        return None
+
+
+def _register_tile_sites(trace: Trace) -> list[tuple[int, int]]:
+    """(row site, vector site) of each block's last two 4-level spatial tilings."""
+    by_loop_block: dict[Any, list[int]] = {}
+    for i in _sites(trace, "sample_perfect_tile"):
+        inst = trace.instructions[i]
+        if _arg(inst, "n") == 4 and len(trace.decisions.get(i) or ()) == 4:
+            by_loop_block.setdefault(_block_of(trace, i), []).append(i)
+    return [(sites[-2], sites[-1]) for sites in by_loop_block.values() if len(sites) >= 2]
+
+
+def _block_of(trace: Trace, site: int) -> Any:
+    """The get_loops instruction whose loop the tiling at `site` samples (one per block)."""
+    loop = _arg(trace.instructions[site], "loop")
+    for i in range(site - 1, -1, -1):
+        if loop in trace.instructions[i].outputs:
+            return i
+    return None
+
+
+def _with_inner(factors: tuple[int, ...], inner: int) -> tuple[int, ...]:
+    """The tiling with innermost factor `inner`, the middle levels kept where they still
+    divide, the outermost taking the rest."""
+    extent, middle = math.prod(factors), list(factors[1:-1])
+    while middle and (extent // inner) % math.prod(middle):
+        middle[middle.index(max(middle))] = 1
+    return (extent // inner // math.prod(middle), *middle, inner)
 
 
 class MutateUnroll(Mutator):
@@ -180,9 +239,9 @@ def _with_arg(trace: Trace, index: int, name: str, value: Any) -> Trace:
 
 
 MUTATORS: dict[str, type[Mutator]] = {
-    "tile_size": MutateTileSize, "unroll": MutateUnroll, "parallel": MutateParallel,
-    "compute_location": MutateComputeLocation,
+    "tile_size": MutateTileSize, "register_tile": MutateRegisterTile, "unroll": MutateUnroll,
+    "parallel": MutateParallel, "compute_location": MutateComputeLocation,
 }
 
-__all__ = ["Mutator", "MutateTileSize", "MutateUnroll", "MutateParallel",
+__all__ = ["Mutator", "MutateTileSize", "MutateRegisterTile", "MutateUnroll", "MutateParallel",
            "MutateComputeLocation", "MUTATORS"]

@@ -12,7 +12,9 @@ design's tiling gets
   three quarters of the vector registers (Target.accumulator_registers: 12 of AVX2's 16, 24
   of AVX-512's 32), and at most 12 (each row broadcasts from an address of its own: more
   spill x86-64's general registers, and a 24 x 1-vector AVX-512 tile ran at half speed); a
-  cache tile of up to 4 x 2 register tiles;
+  cache tile of up to 4 x 2 register tiles. When no divisor of the row extent gives 4 rows
+  (a prime like the 17-wide output of a stride-2 convolution) but the whole extent fits the
+  accumulators, a second prior takes all of it;
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root.
@@ -105,11 +107,14 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
         inner = _largest_divisor(vec_extent, width)
         tiles = _largest_divisor(vec_extent // inner, 2)
         decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
+        variants = [decisions]
         if len(spatial) >= 2:
             row_site, row_extent = spatial[-2]
-            decisions[row_site] = _row_tile(row_extent, min(MAX_ROWS, accumulators // math.ceil(inner / lanes)))
-        if decisions not in out:
-            out.append(decisions)
+            budget = accumulators // math.ceil(inner / lanes)
+            decisions[row_site] = _row_tile(row_extent, min(MAX_ROWS, budget))
+            if decisions[row_site][-1] < 4 and row_extent <= budget:  # 17, 13: no divisor
+                variants.append({**decisions, row_site: (1, 1, 1, row_extent)})  # whole rows
+        out += [d for d in variants if d not in out]
     return out
 
 

@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -95,7 +96,8 @@ class TuneRun:
 
 def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
          space: SpaceLike = "auto", strategy: str | SearchStrategy = "evolutionary",
-         cost_model: str | CostModel = "xgb", database: str | Path | Database | None = None,
+         cost_model: str | CostModel = cost_models.DEFAULT,
+         database: str | Path | Database | None = None,
          runner: Runner | None = None, builder: Builder | None = None, batch_size: int = 16,
          seed: int = 0, early_stopping: int | None = None, rerun_top: int = 3, name: str = "",
          progress: bool = True, strategy_options: dict[str, object] | None = None,
@@ -123,7 +125,7 @@ def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
 
 def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient",
                space: SpaceLike = "auto", strategy: str = "evolutionary",
-               cost_model: str | CostModel = "xgb",
+               cost_model: str | CostModel = cost_models.DEFAULT,
                database: str | Path | Database | None = None, runner: Runner | None = None,
                builder: Builder | None = None, batch_size: int = 16, seed: int = 0,
                rerun_top: int = 3, progress: bool = True,
@@ -136,7 +138,8 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
         raise TuneError("tune_tasks needs at least one task")
     _check_args(tasks[0].workload, trials, batch_size, None)
     target = tasks[0].target
-    model = cost_models.make(cost_model) if isinstance(cost_model, str) else cost_model
+    model = (cost_models.make(cost_model, target) if isinstance(cost_model, str)
+             else cost_model)
     db = _open_database(database)
     given_builder, given_runner = builder, runner
     builder = builder if builder is not None else LocalBuilder(target)
@@ -197,7 +200,8 @@ def _setup(task: Task, space: SpaceLike, strategy: str | SearchStrategy,
            runner: Runner | None, builder: Builder | None, seed: int,
            options: dict[str, object]) -> TuneRun:
     space = make_space(space, task.target)
-    model = cost_models.make(cost_model) if isinstance(cost_model, str) else cost_model
+    model = (cost_models.make(cost_model, task.target) if isinstance(cost_model, str)
+             else cost_model)
     uses_model = isinstance(strategy, SearchStrategy) or strategy in MODEL_BASED
     search = make_strategy(strategy, space, task.workload, seed=seed,
                            cost_model=model if uses_model else None,
@@ -294,42 +298,97 @@ def _stop_on_interrupt():
 
 def _loop(run: TuneRun, trials: int, batch_size: int, early: int | None, bar: TuneProgress,
           stop: threading.Event) -> None:
-    while run.done < trials and not stop.is_set():
-        if not _round(run, min(batch_size, trials - run.done), bar, budget=trials):
-            break  # nothing new left in the space
-        if early is not None and run.done - run.last_gain >= early:
-            break
+    """The pipelined loop: while one batch builds (compiler processes), the next is proposed
+    (Python); measuring has the machine to itself. A batch is proposed from what was measured
+    before the batch in flight (one batch behind), and claimed in the database when proposed,
+    so nothing is proposed or measured twice. A batch proposed but not measured when the run
+    stops gives its claims back; a run killed at any moment loses at most the batch being
+    measured and the one proposed after it (their claims lapse with the process)."""
+    def propose(in_flight: int) -> list[Proposal] | None:
+        return _propose(run, min(batch_size, trials - run.done - in_flight), bar, trials,
+                        in_flight)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tessel-build") as pool:
+        following: list[Proposal] | None = []
+        while run.done < trials and not stop.is_set():
+            batch = following or propose(0)
+            if batch is None:
+                break  # nothing new left in the space
+            if not batch:
+                continue  # every program proposed is another run's to measure
+            building = pool.submit(_build, run, batch)
+            following = propose(len(batch)) if not stop.is_set() else []
+            try:
+                _told(run, batch, run.runner.run(_candidates(run, batch), building.result()))
+            except BaseException:  # what was not committed is given back
+                _release(run, [*batch, *(following or [])])
+                raise
+            if following is None:
+                break
+            if early is not None and run.done - run.last_gain >= early:
+                break
+        _release(run, following)
+
+
+def _release(run: TuneRun, batch: Sequence[Proposal] | None) -> None:
+    """Give back the claims of proposed programs that will not be measured."""
+    if batch:
+        run.db.release(run.task.workload, run.task.target, [program_key(p) for p in batch],
+                       run.label)
 
 
 def _round(run: TuneRun, n: int, bar: TuneProgress, budget: int | None = None) -> bool:
     """Measure one batch of up to n new programs (and no more than `budget` trials of the
     task in all); False when the strategy has none left. Programs another run sharing the
     database measures or has measured are left to it."""
-    bar.others(_sync(run), run.best_seconds)
-    if budget is not None:
-        n = min(n, budget - run.done)
-        if n <= 0:
-            return True
-    batch = run.strategy.ask(n)
-    if not batch:
-        return False
-    granted = run.db.claim(run.task.workload, run.task.target,
-                           [program_key(p) for p in batch], run.label)
-    run.strategy.skip([p for p, ok in zip(batch, granted) if not ok])
-    batch = [p for p, ok in zip(batch, granted) if ok]
-    if not batch:
+    if budget is not None and budget - run.done <= 0:
         return True
-    results = _measure(run, batch)
-    if _record(run, batch, results):
-        run.last_gain = run.done
-    for callback in run.callbacks:  # commit, cost model, progress line, log, the user's
-        callback(run, batch, results)
+    batch = _propose(run, n, bar, budget)
+    if batch is None:
+        return False
+    if batch:
+        _told(run, batch, _measure(run, batch))
     return True
 
 
+def _propose(run: TuneRun, n: int, bar: TuneProgress, budget: int | None = None,
+             in_flight: int = 0) -> list[Proposal] | None:
+    """Up to n new programs claimed for this run (no more than `budget` trials in all, counting
+    `in_flight` ones); [] when none could be claimed or the budget is spent, None when the
+    strategy has nothing new left."""
+    bar.others(_sync(run), run.best_seconds)
+    if budget is not None:
+        n = min(n, budget - run.done - in_flight)
+    if n <= 0:
+        return []
+    batch = run.strategy.ask(n)
+    if not batch:
+        return None
+    granted = run.db.claim(run.task.workload, run.task.target,
+                           [program_key(p) for p in batch], run.label)
+    run.strategy.skip([p for p, ok in zip(batch, granted) if not ok])
+    return [p for p, ok in zip(batch, granted) if ok]
+
+
+def _told(run: TuneRun, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> None:
+    """Record a measured batch and run the measure callbacks (commit, cost model, progress
+    line, log, the user's)."""
+    if _record(run, batch, results):
+        run.last_gain = run.done
+    for callback in run.callbacks:
+        callback(run, batch, results)
+
+
+def _candidates(run: TuneRun, batch: Sequence[Proposal]) -> list:
+    return [p.candidate(run.task.workload) for p in batch]
+
+
+def _build(run: TuneRun, batch: Sequence[Proposal]) -> list:
+    return run.builder.build(_candidates(run, batch))
+
+
 def _measure(run: TuneRun, batch: Sequence[Proposal]) -> list[MeasureResult]:
-    cands = [p.candidate(run.task.workload) for p in batch]
-    return run.runner.run(cands, run.builder.build(cands))
+    return run.runner.run(_candidates(run, batch), _build(run, batch))
 
 
 def _record(run: TuneRun, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> bool:

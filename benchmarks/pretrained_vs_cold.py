@@ -1,0 +1,87 @@
+"""Does the shipped cost model help? Tune convolutions that no training set holds for a few
+trials with the default cost model ("pretrained": the shipped global model, fine-tuned on the
+workload's records) and with a cold one ("xgb": XGBoost from scratch, expert priors first),
+each from an empty database, several seeds, and compare the best found.
+
+    python benchmarks/pretrained_vs_cold.py --trials 16 --seeds 0,1,2
+    python benchmarks/pretrained_vs_cold.py --trials 16 32 --shapes ODD-3x3-96x20
+
+Prints per shape and budget the best GFLOP/s of each arm (mean over seeds, min-max) and their
+ratio, and the tuning wall time of each arm. The shapes are tools/pretrain_cost_model.py's
+HELD_BACK: never in the model's training data. Run it on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tessel
+from tessel import ops
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from pretrain_cost_model import HELD_BACK, held_back  # noqa: E402
+
+ARMS = ("pretrained", "xgb")
+
+
+def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target) -> dict:
+    """Best GFLOP/s after each budget of `trials` for one arm and seed (one database, resumed
+    from budget to budget), and the wall time of the largest."""
+    func = held_back(name)
+    out: dict = {"best": {}, "wall": 0.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = tessel.Database(Path(tmp) / "records.db")
+        start = time.perf_counter()
+        for budget in sorted(trials):
+            result = tessel.tune(func, target, budget, cost_model=arm, database=db, seed=seed,
+                                 progress=False, rerun_top=1)
+            out["best"][budget] = result.best_gflops
+        out["wall"] = time.perf_counter() - start
+        db.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, nargs="+", default=[16])
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--shapes", default=",".join(HELD_BACK))
+    args = parser.parse_args()
+    target = tessel.Target("host")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    shapes = args.shapes.split(",")
+    unknown = [s for s in shapes if s not in HELD_BACK]
+    if unknown:
+        parser.error(f"unknown shape(s) {unknown}; known: {list(HELD_BACK)}")
+    print(f"target: {target} ({target.isa_family}); {time.strftime('%Y-%m-%d %H:%M')}; "
+          f"seeds {seeds}\n")
+    print("| shape | MFLOP | trials | pretrained GFLOP/s | cold xgb GFLOP/s | ratio | "
+          "wall s (pre / cold) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    ratios = {t: [] for t in args.trials}
+    for name in shapes:
+        got = {arm: [run(name, arm, args.trials, s, target) for s in seeds] for arm in ARMS}
+        for budget in sorted(args.trials):
+            best = {arm: np.array([g["best"][budget] for g in got[arm]]) for arm in ARMS}
+            ratio = best["pretrained"].mean() / best["xgb"].mean()
+            ratios[budget].append(ratio)
+            walls = [np.mean([g["wall"] for g in got[arm]]) for arm in ARMS]
+            print(f"| {name} | {ops.flops(held_back(name)) / 1e6:.0f} | {budget} | "
+                  f"{_spread(best['pretrained'])} | {_spread(best['xgb'])} | {ratio:.2f} | "
+                  f"{walls[0]:.0f} / {walls[1]:.0f} |", flush=True)
+    for budget, rs in sorted(ratios.items()):
+        print(f"\n{budget} trials: ratio pretrained / cold: geomean "
+              f"{np.exp(np.mean(np.log(rs))):.2f}, min {min(rs):.2f}, max {max(rs):.2f}")
+
+
+def _spread(values: np.ndarray) -> str:
+    return f"{values.mean():.1f} ({values.min():.0f}-{values.max():.0f})"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The cost model shipped with tessel: a global XGBoost rank model per ISA family, pretrained
+offline on measured records, fine-tuned on each workload's own records as they arrive.
+
+    model = cost_model.make("pretrained", target=Target("host"))   # the default of tune()
+    glob = load_global(target)               # the shipped XGBModel for target's ISA family
+    save_global(model, path, family, about)  # what tools/pretrain_cost_model.py writes
+
+A workload's first batches are then ranked by what other workloads taught (AutoTVM's
+transfer learning, section 4), not at random. The model is a TransferModel: the fixed global
+model's score is the base margin of a small local model trained on this workload's records,
+so local data corrects the global model where it is wrong.
+
+The files live in tessel/cost_model/pretrained/, one per ISA family (`Target.isa_family`,
+e.g. "x86_64-avx512"), as gzipped JSON holding the XGBoost booster in XGBoost's own JSON
+form and what it was trained on: portable across XGBoost versions and platforms (no pickle).
+A target with no file of its family starts cold (plain local XGBoost), and says so once.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from tessel import features
+from tessel.cost_model.base import check
+from tessel.cost_model.transfer import TransferModel
+from tessel.cost_model.xgb import XGBModel, import_xgboost
+from tessel.target import Target
+
+FORMAT = "tessel.pretrained/1"
+DIRECTORY = Path(__file__).with_name("pretrained")
+log = logging.getLogger("tessel")
+
+
+def path_for(family: str, directory: Path = DIRECTORY) -> Path:
+    return directory / f"{family}.json.gz"
+
+
+def save_global(model: XGBModel, path: str | Path, family: str,
+                about: dict[str, Any] | None = None) -> Path:
+    """Write a trained XGBModel as a shipped global model of `family`."""
+    check(model.booster is not None, "save_global: the model is not trained")
+    raw = model.booster.save_raw(raw_format="json")
+    data = {"format": FORMAT, "family": family, "feature": model.feature,
+            "width": features.width(model.feature), "objective": model.objective,
+            "about": about or {}, "booster": json.loads(bytes(raw))}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump(data, f, separators=(",", ":"))
+    return path
+
+
+def read_global(path: str | Path) -> tuple[XGBModel, dict[str, Any]]:
+    """The global model stored at `path` and what it was trained on (its `about`)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, EOFError, json.JSONDecodeError) as err:
+        check(False, f"{path}: not a readable pretrained cost model ({err})")
+    check(isinstance(data, dict) and data.get("format") == FORMAT,
+          f"{path}: not a pretrained cost model (expected format {FORMAT!r})")
+    feature = data.get("feature")
+    check(feature in features.NAMES and data.get("width") == features.width(feature),
+          f"{path}: trained on feature set {feature!r} of width {data.get('width')}, which "
+          f"this tessel computes differently (width {_width_or_none(feature)}); retrain it "
+          "with tools/pretrain_cost_model.py")
+    xgb = import_xgboost()
+    model = XGBModel(feature=feature, objective=data.get("objective", "rank"))
+    model.booster = xgb.Booster()
+    model.booster.load_model(bytearray(json.dumps(data["booster"]).encode()))
+    return model, data.get("about", {})
+
+
+def _width_or_none(feature: Any) -> int | None:
+    return features.width(feature) if feature in features.NAMES else None
+
+
+@functools.lru_cache(maxsize=8)
+def _cached(path: str) -> tuple[XGBModel, dict[str, Any]] | None:
+    if not Path(path).exists():
+        return None
+    return read_global(path)
+
+
+def load_global(target: Any = None) -> XGBModel | None:
+    """The shipped global model of `target`'s ISA family (the host's if None), or None when
+    tessel ships none for it. Read once per process."""
+    target = target if target is not None else Target("host")
+    found = _cached(str(path_for(target.isa_family)))
+    return found[0] if found is not None else None
+
+
+class PretrainedModel(TransferModel):
+    """TransferModel whose global part is the shipped model of the target's ISA family (cold
+    when there is none)."""
+
+    def __init__(self, target: Any = None, seed: int = 0, **local_kwargs: Any) -> None:
+        glob = load_global(target)
+        if glob is None:
+            family = getattr(target, "isa_family", "this target")
+            log.info("no pretrained cost model for %s: the cost model starts cold", family)
+        local = (XGBModel(feature=glob.feature if glob else features.DEFAULT, num_rounds=30,
+                          eta=0.1, seed=seed, **local_kwargs))
+        super().__init__(glob, local=local, seed=seed)
+
+
+__all__ = ["FORMAT", "DIRECTORY", "PretrainedModel", "load_global", "path_for", "read_global",
+           "save_global"]

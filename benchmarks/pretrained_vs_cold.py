@@ -7,12 +7,13 @@ each from an empty database, several seeds, and compare the best found.
     python benchmarks/pretrained_vs_cold.py --trials 16 32 --shapes ODD-3x3-96x20
 
 Prints per shape and budget the best GFLOP/s of each arm (mean over seeds, min-max) and their
-ratio, and the tuning wall time of each arm. The shapes are tools/pretrain_cost_model.py's
+ratio, and the tuning wall time of each arm (empty database and kernel cache each run). The shapes are tools/pretrain_cost_model.py's
 HELD_BACK: never in the model's training data. Run it on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target
     func = held_back(name)
     out: dict = {"best": {}, "wall": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["TESSEL_CACHE_DIR"] = str(Path(tmp) / "kernels")  # a cold kernel cache
         db = tessel.Database(Path(tmp) / "records.db")
         start = time.perf_counter()
         for budget in sorted(trials):

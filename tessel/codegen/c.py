@@ -288,12 +288,14 @@ def _describe(buf: Buffer) -> str:
 
 # A kernel body whose auto-unrolling makes it longer than this is lowered again with the
 # auto-unroll step cut to each of UNROLL_CAPS in turn until it fits. gcc takes 10-15 s per MB
-# of such code (-O2 no less; -O1 ran R18-C6's best programs 20x slower). In a 64-trial R18-C1
-# search (2026-11-24, Zen 4, gcc 12.2, cold kernel cache) the programs within 15% of the best
-# were 337-546 KB; the seven past 600 KB took 8-20 s of gcc each (a third of the run's build
-# time) and ran 1.3x-1000x slower than the best. Capped, one of them (0.95 MB) ran 2x slower:
-# the budget only cuts programs that were not in contention.
-UNROLL_CHARS = 600_000
+# of such code (-O2 no less; -O1 ran R18-C6's best programs 20x slower). Measured with
+# benchmarks/unroll_budget.py (2026-11-25, 2-core Intel Xeon with AVX-512, gcc 12.2) on the
+# five best programs of 64-trial searches of R18-C1, R18-C6 and R18-C8: under 200 KB instead
+# of 600 KB they compiled in 8.8 s instead of 24.8 s and ran 0.987x as fast (geomean; the
+# worst, R18-C1's best, 0.93x); under 100 KB, 0.76x (R18-C1's 7x7 windows need the copies).
+# Budgets before: 1.2 MB, then 600 KB (2026-11-24, Zen 4: R18-C1 programs past 600 KB took
+# 8-20 s of gcc each and none was within 15% of the best).
+UNROLL_CHARS = 200_000
 UNROLL_CAPS = (256, 128, 64, 16, 0)
 
 

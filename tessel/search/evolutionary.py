@@ -1,8 +1,10 @@
 """MetaSchedule's learning-driven evolutionary search.
 
 Each `ask(n)`:
-  1. initial population: the best measured programs (init_measured_ratio of it) plus fresh
-     samples of the space;
+  1. initial population: the best measured programs (init_measured_ratio of it), the
+     best-scored programs of the last ask that were not proposed (up to carry_ratio of it:
+     already replayed and postprocessed, they cost nothing to bring back) and fresh samples
+     of the space for the rest;
   2. for `generations` rounds, the cost model scores the population and the next one is drawn
      from it in proportion to rank; a drawn parent is mutated by the space's mutators with
      probability mutate_prob (an invalid mutant is dropped: the space validates it);
@@ -30,15 +32,20 @@ class EvolutionarySearch(SearchStrategy):
     def __init__(self, space: SearchSpace, workload: PrimFunc, *,
                  population: int = 64, generations: int = 3,
                  init_measured_ratio: float = 0.2, mutate_prob: float = 0.85,
-                 epsilon: float = 0.05, priors: bool = True, **kw) -> None:
+                 epsilon: float = 0.05, priors: bool = True, carry_ratio: float = 0.4,
+                 **kw) -> None:
         super().__init__(space, workload, **kw)
-        if population < 2 or generations < 0 or not 0 <= epsilon <= 1:
+        if population < 2 or generations < 0 or not 0 <= epsilon <= 1 or \
+                not 0 <= carry_ratio + init_measured_ratio <= 1:
             raise SearchError(f"evolutionary: need population >= 2, generations >= 0, "
-                              f"0 <= epsilon <= 1 (got {population}, {generations}, {epsilon})")
+                              f"0 <= epsilon <= 1, 0 <= carry_ratio + init_measured_ratio <= 1 "
+                              f"(got {population}, {generations}, {epsilon}, {carry_ratio}, "
+                              f"{init_measured_ratio})")
         self.population, self.generations = population, generations
         self.init_measured_ratio, self.mutate_prob, self.epsilon = (init_measured_ratio,
                                                                     mutate_prob, epsilon)
-        self.use_priors = priors
+        self.use_priors, self.carry_ratio = priors, carry_ratio
+        self._carry: list[Proposal] = []  # the last ask's best-scored programs not proposed
 
     def ask(self, n: int) -> list[Proposal]:
         informed = getattr(self.cost_model, "informed", False)
@@ -57,12 +64,15 @@ class EvolutionarySearch(SearchStrategy):
         ranked = [sch for _, sch in sorted(pool.values(), key=lambda p: -p[0])]
         n_random = int(round(n * self.epsilon)) if self.cost_model is not None else 0
         batch = self.take_new(ranked, n - n_random)
+        self._carry = [p for p in ranked if program_key(p) not in self.seen]
         return batch + self.sample_new(n - len(batch))
 
     def _initial_population(self) -> list[Proposal]:
         best = self.best_measured(int(self.population * self.init_measured_ratio))
         if self.use_priors and not self.measured:
             best = self.priors()[:self.population // 2]
+        carried = [p for p in self._carry if program_key(p) not in self.seen]
+        best += carried[:int(self.population * self.carry_ratio)]
         fresh = [s for s in (self.sample() for _ in range(self.population - len(best)))
                  if s is not None]
         return best + fresh

@@ -99,12 +99,15 @@ class PretrainedModel(TransferModel):
     when there is none)."""
 
     def __init__(self, target: Any = None, seed: int = 0, **local_kwargs: Any) -> None:
+        target = target if target is not None else Target("host")
         glob = load_global(target)
-        if glob is None:
-            family = getattr(target, "isa_family", "this target")
-            log.info("no pretrained cost model for %s: the cost model starts cold", family)
-        local = (XGBModel(feature=glob.feature if glob else features.DEFAULT, num_rounds=30,
-                          eta=0.1, seed=seed, **local_kwargs))
+        if glob is None:  # a cold start: the plain XGBoost model of "xgb"
+            log.info("no pretrained cost model for %s: the cost model starts cold",
+                     target.isa_family)
+            local = XGBModel(seed=seed, **local_kwargs)
+        else:  # gentle corrections of what the global model knows
+            local = XGBModel(feature=glob.feature, num_rounds=30, eta=0.1, seed=seed,
+                             **local_kwargs)
         super().__init__(glob, local=local, seed=seed)
 
 

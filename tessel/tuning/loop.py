@@ -5,9 +5,11 @@ database and measure callbacks are wired together.
     result.best_seconds, result.best_gflops, result.best_trace, result.module
 
 A run resumes from the database: the trials already stored for this workload and target count
-toward `trials`, warm the cost model and are never proposed again. Every batch is committed
-as soon as it is measured, so a killed run loses at most the batch in flight. At the end the
-best few programs are measured again and the winner is the best re-measured one.
+toward `trials`, warm the cost model and are never proposed again. tune() is pipelined: the
+next batch is proposed while one compiles (`_loop`). Every batch is committed as soon as it
+is measured, so a killed run loses at most the batch in flight (and the proposals made
+meanwhile, never measured). At the end the best few programs are measured again and the
+winner is the best re-measured one.
 
 Ctrl-C (SIGINT, when tuning runs in the main thread) stops a run after the batch in flight is
 measured and committed, and returns what was found (`TuneResult.interrupted`); a second

@@ -39,51 +39,55 @@ class ReplayCache:
 
     def __init__(self, func: PrimFunc, seed: int = 0, max_states: int = MAX_STATES) -> None:
         self.func, self.seed, self.max_states = func, seed, max_states
-        self.states = 0
         self.replayed = self.shared = 0  # instructions replayed / skipped thanks to the cache
-        self._root = _Node()
+        self._start_over()
 
     def apply(self, trace: Trace, decisions: Mapping[int, Any] | None = None) -> Schedule:
         """The schedule `trace` (with `decisions` overriding its own) builds on the program;
         ScheduleError when it does not fit, as Trace.apply."""
         chosen = trace.chosen(decisions)
-        path, start = self._deepest(trace, chosen)
-        node, (sch, env) = path
-        sch, env = sch.copy(), dict(env)
+        edges = [_edge(trace, index, chosen) for index in range(len(trace.instructions))]
+        node, start = self._deepest(edges)
+        sch, env = node.state[0].copy(), dict(node.state[1])
         self.shared += start
-        for index in range(start, len(trace.instructions)):
-            if is_sampling(trace.instructions[index].kind) and node.state is None:
+        for index in range(start, len(edges)):
+            if edges[index][1] is not _PLAIN and node.state is None:  # before a sampling step
                 self._store(node, sch, env)
             trace.replay_step(sch, index, env, chosen)
             self.replayed += 1
-            node = node.children.setdefault(_edge(trace, index, chosen), _Node())
+            node = node.children.setdefault(edges[index], _Node())
         return sch
 
-    def _deepest(self, trace: Trace, chosen: Mapping[int, Any]
-                 ) -> tuple[tuple[_Node, tuple[Schedule, dict[RV, Any]]], int]:
-        """The deepest snapshot on the trace's path and the instruction index it stands at."""
-        node = self._root
-        best = (node, node.state or (Schedule(self.func, seed=self.seed), {}))
-        start = 0
-        for index in range(len(trace.instructions)):
-            node = node.children.get(_edge(trace, index, chosen))
+    def _deepest(self, edges: list[tuple[Any, Any]]) -> tuple[_Node, int]:
+        """The deepest node on the path of `edges` that holds a snapshot, and the index of
+        the instruction it stands before."""
+        node, best = self._root, (self._root, 0)
+        for index, edge in enumerate(edges):
+            node = node.children.get(edge)
             if node is None:
                 break
             if node.state is not None:
-                best, start = (node, node.state), index + 1
-        return best, start
+                best = (node, index + 1)
+        return best
 
     def _store(self, node: _Node, sch: Schedule, env: dict[RV, Any]) -> None:
         if self.states >= self.max_states:
-            self._root, self.states = _Node(), 0  # start over: the old trie is dropped
+            self._start_over()  # the old trie is dropped
             return
         node.state = (sch.copy(), dict(env))
         self.states += 1
 
+    def _start_over(self) -> None:
+        self._root, self.states = _Node(), 0
+        self._root.state = (Schedule(self.func, seed=self.seed), {})
+
+
+_PLAIN = object()  # the decision slot of an edge that is not a sampling instruction
+
 
 def _edge(trace: Trace, index: int, chosen: Mapping[int, Any]) -> tuple[Any, Any]:
     inst = trace.instructions[index]
-    return inst, chosen.get(index) if is_sampling(inst.kind) else None
+    return inst, chosen.get(index) if is_sampling(inst.kind) else _PLAIN
 
 
 __all__ = ["ReplayCache", "MAX_STATES"]

@@ -45,7 +45,7 @@ class EvolutionarySearch(SearchStrategy):
         self.init_measured_ratio, self.mutate_prob, self.epsilon = (init_measured_ratio,
                                                                     mutate_prob, epsilon)
         self.use_priors, self.carry_ratio = priors, carry_ratio
-        self._carry: list[Proposal] = []  # the last ask's best-scored programs not proposed
+        self._carry: list[tuple[str, Proposal]] = []  # the last ask's best unproposed, by key
 
     def ask(self, n: int) -> list[Proposal]:
         informed = getattr(self.cost_model, "informed", False)
@@ -61,17 +61,18 @@ class EvolutionarySearch(SearchStrategy):
             scores = self._score(pop, pool)
             if gen < self.generations and pop:
                 pop = self._next_generation(pop, scores)
-        ranked = [sch for _, sch in sorted(pool.values(), key=lambda p: -p[0])]
+        ranked = sorted(pool.items(), key=lambda item: -item[1][0])
         n_random = int(round(n * self.epsilon)) if self.cost_model is not None else 0
-        batch = self.take_new(ranked, n - n_random)
-        self._carry = [p for p in ranked if program_key(p) not in self.seen]
+        batch = self.take_new([p for _, (_, p) in ranked], n - n_random)
+        self._carry = [(key, p) for key, (_, p) in ranked if key not in self.seen]
         return batch + self.sample_new(n - len(batch))
 
     def _initial_population(self) -> list[Proposal]:
-        best = self.best_measured(int(self.population * self.init_measured_ratio))
         if self.use_priors and not self.measured:
             best = self.priors()[:self.population // 2]
-        carried = [p for p in self._carry if program_key(p) not in self.seen]
+        else:
+            best = self.best_measured(int(self.population * self.init_measured_ratio))
+        carried = [p for key, p in self._carry if key not in self.seen]
         best += carried[:int(self.population * self.carry_ratio)]
         fresh = [s for s in (self.sample() for _ in range(self.population - len(best)))
                  if s is not None]

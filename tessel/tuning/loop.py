@@ -318,10 +318,11 @@ def _loop(run: TuneRun, trials: int, batch_size: int, early: int | None, bar: Tu
                 break  # nothing new left in the space
             if not batch:
                 continue  # every program proposed is another run's to measure
-            building = pool.submit(_build, run, batch)
+            cands = _candidates(run, batch)
+            building = pool.submit(run.builder.build, cands)
             following = propose(len(batch)) if not stop.is_set() else []
             try:
-                _told(run, batch, run.runner.run(_candidates(run, batch), building.result()))
+                _told(run, batch, run.runner.run(cands, building.result()))
             except BaseException:  # what was not committed is given back
                 _release(run, [*batch, *(following or [])])
                 raise
@@ -343,8 +344,6 @@ def _round(run: TuneRun, n: int, bar: TuneProgress, budget: int | None = None) -
     """Measure one batch of up to n new programs (and no more than `budget` trials of the
     task in all); False when the strategy has none left. Programs another run sharing the
     database measures or has measured are left to it."""
-    if budget is not None and budget - run.done <= 0:
-        return True
     batch = _propose(run, n, bar, budget)
     if batch is None:
         return False
@@ -385,12 +384,9 @@ def _candidates(run: TuneRun, batch: Sequence[Proposal]) -> list:
     return [p.candidate(run.task.workload) for p in batch]
 
 
-def _build(run: TuneRun, batch: Sequence[Proposal]) -> list:
-    return run.builder.build(_candidates(run, batch))
-
-
 def _measure(run: TuneRun, batch: Sequence[Proposal]) -> list[MeasureResult]:
-    return run.runner.run(_candidates(run, batch), _build(run, batch))
+    cands = _candidates(run, batch)
+    return run.runner.run(cands, run.builder.build(cands))
 
 
 def _record(run: TuneRun, batch: Sequence[Proposal], results: Sequence[MeasureResult]) -> bool:

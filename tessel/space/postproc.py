@@ -119,9 +119,12 @@ class RewriteLayout:
         if not loops:
             return
         node = sch.get(block)
-        var = self._innermost_var(sch, block, loops[-1])  # the vector axis
+        # the vector axis: the innermost loop that iterates (a 1x1 conv's window loops of
+        # extent 1 stay innermost after tiling)
+        inner = next((l for l in reversed(loops) if sch.get(l).extent > 1), loops[-1])
+        var = self._innermost_var(sch, block, inner)
         index = packable_read(node, var) if var is not None else None
-        t = sch.get(loops[-1]).extent
+        t = sch.get(inner).extent
         if index is None or t < 2:
             return
         buf = node.reads[index].buffer

@@ -4,15 +4,19 @@ workload's records) and with a cold one ("xgb": XGBoost from scratch, expert pri
 each from an empty database, several seeds, and compare the best found.
 
     python benchmarks/pretrained_vs_cold.py --trials 16 --seeds 0,1,2
-    python benchmarks/pretrained_vs_cold.py --trials 16 32 --shapes ODD-3x3-96x20
+    python benchmarks/pretrained_vs_cold.py --trials 16 64 --shapes ODD-3x3-96x20
 
 Prints per shape and budget the best GFLOP/s of each arm (mean over seeds, min-max) and their
-ratio, and the tuning wall time of each arm (empty database and kernel cache each run). The shapes are tools/pretrain_cost_model.py's
-HELD_BACK: never in the model's training data. Run it on a quiet machine.
+ratio, and the tuning wall time of each arm (empty database and kernel cache each run). With
+several budgets it also prints AutoTVM's transfer measure: how many trials the cold arm needs
+(median over seeds, up to the largest budget) to reach 98% of what the pretrained arm found
+in the smallest. The shapes are tools/pretrain_cost_model.py's HELD_BACK: never in the
+model's training data. Run it on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -34,7 +38,7 @@ def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target
     """Best GFLOP/s after each budget of `trials` for one arm and seed (one database, resumed
     from budget to budget), and the wall time of the largest."""
     func = held_back(name)
-    out: dict = {"best": {}, "wall": 0.0}
+    out: dict = {"best": {}, "wall": 0.0, "gflops": []}  # gflops: every trial's, in order
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TESSEL_CACHE_DIR"] = str(Path(tmp) / "kernels")  # a cold kernel cache
         db = tessel.Database(Path(tmp) / "records.db")
@@ -43,6 +47,8 @@ def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target
             result = tessel.tune(func, target, budget, cost_model=arm, database=db, seed=seed,
                                  progress=False, rerun_top=1)
             out["best"][budget] = result.best_gflops
+            out["gflops"] += [result.task.gflops(t.seconds) if math.isfinite(t.seconds) else 0.0
+                              for t in result.history]
         out["wall"] = time.perf_counter() - start
         db.close()
     return out
@@ -66,6 +72,8 @@ def main() -> None:
           "wall s (pre / cold) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     ratios = {t: [] for t in args.trials}
+    reach: list[str] = []
+    first, last = min(args.trials), max(args.trials)
     for name in shapes:
         got = {arm: [run(name, arm, args.trials, s, target) for s in seeds] for arm in ARMS}
         for budget in sorted(args.trials):
@@ -76,9 +84,28 @@ def main() -> None:
             print(f"| {name} | {ops.flops(held_back(name)) / 1e6:.0f} | {budget} | "
                   f"{_spread(best['pretrained'])} | {_spread(best['xgb'])} | {ratio:.2f} | "
                   f"{walls[0]:.0f} / {walls[1]:.0f} |", flush=True)
+        if last > first:
+            goal = 0.98 * np.mean([g["best"][first] for g in got["pretrained"]])
+            needs = [_trials_to(g["gflops"], goal) for g in got["xgb"]]
+            reach.append(f"| {name} | {goal / 0.98:.1f} | " + ", ".join(
+                str(n) if n else f">{last}" for n in needs) + " |")
     for budget, rs in sorted(ratios.items()):
         print(f"\n{budget} trials: ratio pretrained / cold: geomean "
               f"{np.exp(np.mean(np.log(rs))):.2f}, min {min(rs):.2f}, max {max(rs):.2f}")
+    if reach:
+        print(f"\n| shape | pretrained best at {first} (GFLOP/s) | trials the cold arm needs "
+              f"to reach 98% of it, per seed |\n|---|---:|---|")
+        print("\n".join(reach))
+
+
+def _trials_to(gflops: list[float], goal: float) -> int | None:
+    """The 1-based trial at which the running best first reaches `goal` (None: never)."""
+    best = 0.0
+    for i, g in enumerate(gflops, 1):
+        best = max(best, g)
+        if best >= goal:
+            return i
+    return None
 
 
 def _spread(values: np.ndarray) -> str:

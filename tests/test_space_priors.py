@@ -86,6 +86,22 @@ def test_conv_priors_include_channels_in_the_vector_lanes_with_a_packed_weight()
     assert packed and max(_run(func, p) for p in packed) < 1e-5
 
 
+def test_strided_conv_priors_put_channels_in_the_vector_lanes():
+    """A stride-2 conv whose output rows fill whole vectors still gets the channel-vector
+    design: vectors along its rows would gather every other input (R18-C1, the 7x7 stem: the
+    best prior 91 -> 300 GFLOP/s with it)."""
+    func = ops.conv2d(1, 3, 64, 64, 32, 3, 3, stride=2, padding=1)  # 32-wide output rows
+    programs = [postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func)]
+    packed = [p.func for p in programs
+              if p is not None and any(b.name == "weight_global"
+                                       for b in tessel.ir.blocks(p.func.body))]
+    assert packed and max(_run(func, p) for p in packed) < 1e-5
+    unit = ops.conv2d(1, 3, 32, 32, 32, 3, 3, padding=1)  # stride 1: rows stay the vector axis
+    assert not any(any(b.name == "weight_global" for b in tessel.ir.blocks(p.func.body))
+                   for p in (postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, unit))
+                   if p is not None)
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_one_by_one_conv_priors_pack_the_weight(stride):
     """A 1x1 window's reduction loops of extent 1 stay innermost after tiling: the pack still

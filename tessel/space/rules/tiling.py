@@ -22,7 +22,8 @@ rewrite): cache_read + transform_layout, decided after the tile sizes are.
 
 The vector axis is the block's last spatial iter var by default. When that var cannot fill
 whole vectors (its extent is not a multiple of the lanes: a convolution's 28- or 7-wide output
-rows) while another spatial var can and has a packable read (the output channels of an NCHW
+rows) or a read steps along it by more than one element (a stride-2 convolution's input: its
+vector loads would be gathers), while another spatial var can and has a packable read (the output channels of an NCHW
 convolution, read through the weight), a further design puts that var's tile innermost and
 packs its read: the register tile then holds output channels in the vector lanes, as in the
 NCHWc schedules of vendor libraries.
@@ -32,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tessel import ir
+from tessel.arith.linear import linear_form
 from tessel.ir import REDUCE, Block, BufferLoad
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import check
@@ -103,12 +105,15 @@ class MultiLevelTiling:
 
     def vector_axes(self, sch: Schedule, block: BlockRV) -> list[ir.Var]:
         """Spatial iter vars other than the last worth putting in the vector lanes: only when
-        the last one cannot fill whole vectors, those that can and have a packable read."""
+        the last one cannot fill whole vectors or some read steps along it by more than one
+        element (a stride-2 convolution: its vectors would be gathers), those that can and
+        have a packable read."""
         if not self.pack_reads:
             return []
         node = sch.get(block)
         spatial = [iv for iv in node.iter_vars if iv.kind != REDUCE]
-        if not spatial or spatial[-1].extent % self.lanes == 0:
+        if not spatial or (spatial[-1].extent % self.lanes == 0
+                           and not strided_read(node, spatial[-1].var)):
             return []
         return [iv.var for iv in spatial[:-1]
                 if iv.extent % self.lanes == 0 and packable_read(node, iv.var) is not None]
@@ -174,6 +179,19 @@ def packable_read(block: Block, var: ir.Var | None = None) -> int | None:
     return None
 
 
+def strided_read(block: Block, var: ir.Var) -> bool:
+    """Whether some read of `block` indexes a dimension by `var` with a step other than one
+    (x * 2 + rx of a stride-2 convolution's input) or not affinely."""
+    for load in ir.collect(block.body, BufferLoad):
+        for index in load.indices:
+            if not ir.uses_var(index, var):
+                continue
+            form = linear_form(index)
+            if form is None or form.get(var, 0) != 1:
+                return True
+    return False
+
+
 def cache_write_at(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:
     """Accumulate `block` in a local buffer, fold a single elementwise consumer into the
     copy-out block when possible, and move the copy-out under `at`."""
@@ -188,4 +206,5 @@ def cache_write_at(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:
     return out
 
 
-__all__ = ["MultiLevelTiling", "cache_write_at", "packable_read", "TILED", "PACK"]
+__all__ = ["MultiLevelTiling", "cache_write_at", "packable_read", "strided_read", "TILED",
+           "PACK"]

@@ -9,14 +9,13 @@ each from an empty database, several seeds, and compare the best found.
 Prints per shape and budget the best GFLOP/s of each arm (mean over seeds, min-max) and their
 ratio, and the tuning wall time of each arm (empty database and kernel cache each run). With
 several budgets it also prints AutoTVM's transfer measure: how many trials the cold arm needs
-(median over seeds, up to the largest budget) to reach 98% of what the pretrained arm found
-in the smallest. The shapes are tools/pretrain_cost_model.py's HELD_BACK: never in the
+(per seed, up to the largest budget) to reach 98% of what the pretrained arm found (mean over
+seeds) in the smallest. The shapes are tools/pretrain_cost_model.py's HELD_BACK: never in the
 model's training data. Run it on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -47,8 +46,7 @@ def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target
             result = tessel.tune(func, target, budget, cost_model=arm, database=db, seed=seed,
                                  progress=False, rerun_top=1)
             out["best"][budget] = result.best_gflops
-            out["gflops"] += [result.task.gflops(t.seconds) if math.isfinite(t.seconds) else 0.0
-                              for t in result.history]
+            out["gflops"] += [result.task.gflops(t.seconds) for t in result.history]
         out["wall"] = time.perf_counter() - start
         db.close()
     return out

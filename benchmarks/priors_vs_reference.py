@@ -24,7 +24,7 @@ from tessel.space.priors import ranked_priors
 from common import best_secs, gflops
 from tune_vs_reference import reference
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from pretrain_cost_model import HELD_BACK, held_back  # noqa: E402
+from pretrain_cost_model import workload  # noqa: E402
 
 
 def prior_modules(func, target: tessel.Target, build_target: tessel.Target, limit: int):
@@ -57,7 +57,7 @@ def main() -> None:
     print(f"host: {host}; priors sized for: {sized} "
           f"({sized.vector_lanes('float32')} float lanes, {getattr(sized, 'vector_registers', 16)} registers)")
     for name in args.workloads:
-        func = held_back(name) if name in HELD_BACK else ops.SUITE[name]
+        func = workload(name)
         inputs = ops.reference_inputs(func, seed=0)
         (out,) = ops.empty_outputs(func)
         ref_fn, ref_name = reference(func, inputs)

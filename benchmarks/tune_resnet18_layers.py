@@ -29,7 +29,7 @@ from tessel.tuning.report import curve
 
 from common import gflops
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from pretrain_cost_model import HELD_BACK, held_back  # noqa: E402
+from pretrain_cost_model import HELD_BACK, workload  # noqa: E402
 from tune_vs_reference import time_against_reference
 
 LAYERS = [f"R18-C{i}" for i in range(1, 13)]
@@ -40,10 +40,6 @@ ODD = HELD_BACK
 # figure in one run and at 1.0x alone): wait and time both again, RETRIES times at most.
 SUSPECT, RETRIES, WAIT_S = 0.7, 2, 10.0
 MATMULS = ["GMM", "GMM-1024"]
-
-
-def workload(name: str) -> tessel.PrimFunc:
-    return held_back(name) if name in ODD else ops.SUITE[name]
 
 
 def tune_one(name: str, trials: int, db: Database, target: tessel.Target, rounds: int) -> dict:

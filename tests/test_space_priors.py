@@ -27,6 +27,16 @@ def _run(func, program, target=TARGET) -> float:
     return float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))
 
 
+def _prior_programs(func):
+    """The postprocessed prior programs of `func` (PrimFuncs)."""
+    return [p.func for p in (postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func))
+            if p is not None]
+
+
+def _packs_weight(program) -> bool:
+    return any(b.name == "weight_global" for b in tessel.ir.blocks(program.body))
+
+
 def _tiles(trace):
     return [trace.decisions[s] for s in trace.sampling_sites()
             if trace.instructions[s].kind == "sample_perfect_tile"]
@@ -91,15 +101,10 @@ def test_strided_conv_priors_put_channels_in_the_vector_lanes():
     design: vectors along its rows would gather every other input (R18-C1, the 7x7 stem: the
     best prior 91 -> 300 GFLOP/s with it)."""
     func = ops.conv2d(1, 3, 64, 64, 32, 3, 3, stride=2, padding=1)  # 32-wide output rows
-    programs = [postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func)]
-    packed = [p.func for p in programs
-              if p is not None and any(b.name == "weight_global"
-                                       for b in tessel.ir.blocks(p.func.body))]
+    packed = [p for p in _prior_programs(func) if _packs_weight(p)]
     assert packed and max(_run(func, p) for p in packed) < 1e-5
     unit = ops.conv2d(1, 3, 32, 32, 32, 3, 3, padding=1)  # stride 1: rows stay the vector axis
-    assert not any(any(b.name == "weight_global" for b in tessel.ir.blocks(p.func.body))
-                   for p in (postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, unit))
-                   if p is not None)
+    assert not any(_packs_weight(p) for p in _prior_programs(unit))
 
 
 @pytest.mark.parametrize("stride", [1, 2])
@@ -108,11 +113,10 @@ def test_one_by_one_conv_priors_pack_the_weight(stride):
     follows the vector axis (it was skipped: every 1x1 conv read its weight with 16 scalar
     loads per vector)."""
     func = ops.conv2d(1, 24, 9, 9, 48, 1, 1, stride=stride)
-    programs = [p.func for p in (postprocess(s, POSTPROCS) for s in prior_schedules(AUTO, func))
-                if p is not None]
+    programs = _prior_programs(func)
     assert programs
     for program in programs:
-        assert any(b.name == "weight_global" for b in tessel.ir.blocks(program.body))
+        assert _packs_weight(program)
         assert _run(func, program) < 1e-5
 
 

@@ -57,6 +57,11 @@ def held_back(name: str) -> PrimFunc:
     return ops.conv2d(n, c, h, w, o, kh, kw, stride=stride, padding=pad)
 
 
+def workload(name: str) -> PrimFunc:
+    """A suite operator or a held-back shape, by name."""
+    return held_back(name) if name in HELD_BACK else ops.SUITE[name]
+
+
 def generated(seed: int = 0, convs: int = 14, matmuls: int = 8) -> dict[str, PrimFunc]:
     """Seeded random workloads, 20 MFLOP to 1 GFLOP each, none of them held back."""
     rng = random.Random(seed)
@@ -77,7 +82,8 @@ def generated(seed: int = 0, convs: int = 14, matmuls: int = 8) -> dict[str, Pri
         kind = rng.choice(["matmul", "dense", "batch_matmul"])
         if kind == "batch_matmul":
             b = rng.choice([4, 8, 12])
-            func, name = ops.batch_matmul(b, m // 4, n // 2, k // 2), f"GEN-bmm-{b}x{m // 4}x{n // 2}x{k // 2}"
+            shape = (b, m // 4, n // 2, k // 2)
+            func, name = ops.batch_matmul(*shape), "GEN-bmm-" + "x".join(map(str, shape))
         else:
             func, name = getattr(ops, kind)(m, n, k), f"GEN-{kind}-{m}x{n}x{k}"
         if 2e6 <= 2 * m * n * k <= 2e9:
@@ -117,7 +123,8 @@ def load_groups(db_path: str, target: tessel.Target) -> dict[str, list]:
 def first_batch_quality(model: cost_model.CostModel, pairs: list) -> tuple[float, float]:
     """(best normalized throughput among the model's top FIRST_BATCH, top-16 recall)."""
     cands, results = [c for c, _ in pairs], [r for _, r in pairs]
-    true = normalize([workload_key(c) for c in cands], np.array([throughput(r) for r in results]))
+    true = normalize([workload_key(c) for c in cands],
+                     np.array([throughput(r) for r in results]))
     pred = model.predict(cands)
     top = np.argsort(-pred, kind="stable")[:FIRST_BATCH]
     return float(true[top].max()), top_k_recall(pred, true, FIRST_BATCH)

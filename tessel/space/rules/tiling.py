@@ -23,10 +23,10 @@ rewrite): cache_read + transform_layout, decided after the tile sizes are.
 The vector axis is the block's last spatial iter var by default. When that var cannot fill
 whole vectors (its extent is not a multiple of the lanes: a convolution's 28- or 7-wide output
 rows) or a read steps along it by more than one element (a stride-2 convolution's input: its
-vector loads would be gathers), while another spatial var can and has a packable read (the output channels of an NCHW
-convolution, read through the weight), a further design puts that var's tile innermost and
-packs its read: the register tile then holds output channels in the vector lanes, as in the
-NCHWc schedules of vendor libraries.
+vector loads would be gathers), while another spatial var can and has a packable read (the
+output channels of an NCHW convolution, read through the weight), a further design puts that
+var's tile innermost and packs its read: the register tile then holds output channels in the
+vector lanes, as in the NCHWc schedules of vendor libraries.
 """
 from __future__ import annotations
 

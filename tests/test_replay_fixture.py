@@ -1,7 +1,10 @@
 """Records stored before instructions had a registry (tessel.trace/1, commit d9d881a) replay
 with today's tessel to the programs they made then: the scheduled program and the
 postprocessed one, compared by structural hash (tests/data/make_replay_fixture.py made both
-the database, kept gzipped, and the hashes, with that commit's tessel)."""
+the database, kept gzipped, and the hashes, with that commit's tessel). A deliberate change
+of a postprocessor may change the postprocessed program of a few records: their new hashes are
+written in the JSON with the reason, under "postprocessed_updated"; the scheduled programs never
+change."""
 import gzip
 import hashlib
 import json

@@ -235,3 +235,44 @@ def test_a_loop_too_long_to_vectorize_whole_gets_a_vectorized_piece(n, piece):
     b = np.zeros_like(a)
     tessel.build(final.func)(a, b)
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+# ---- where RewriteLayout puts the pack stage ---------------------------------------------------
+def _panel_gmm(i_tiles: list[int], lanes: int) -> tessel.Schedule:
+    """A 40 x (3 vectors) x 37 matmul tiled like the tuned GMM-1024 programs: j in panels of
+    one vector, the accumulators cached per j_0 panel, B packed, the root parallel."""
+    func = ops.matmul(40, 3 * lanes, 37)
+    sch = tessel.Schedule(func)
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    i0, i1, i2, i3 = sch.split(i, i_tiles)
+    j0, j1, j2, j3 = sch.split(j, [3, 1, 1, lanes])
+    k0, k1 = sch.split(k, [1, 37])
+    sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1, i3, j3)
+    sch.annotate(block, "meta_schedule.pack_read", 1)
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, j0)
+    root = sch.get_block("root")
+    sch.annotate(root, "meta_schedule.parallel", 32)
+    sch.annotate(root, "meta_schedule.vectorize", 64)
+    return sch
+
+
+def _pack_in_parallel_loop(program: ir.PrimFunc) -> bool:
+    (loop,) = [f for f in ir.collect(program.body, ir.For)
+               if f.kind == "parallel" and any(b.name == "C" for b in ir.blocks(f.body))]
+    return any(b.name == "B_global" for b in ir.blocks(loop.body))
+
+
+def test_each_thread_packs_the_panels_it_reads():
+    """When only the packed axis iterates above the loop where the accumulators are cached,
+    RewriteLayout packs B per panel inside the parallel loop (each panel once, by the thread
+    that reads it, while it is in that thread's cache); when rows iterate there too it packs
+    at the root, once. Both are correct at a shape of no suite."""
+    lanes = TARGET.vector_lanes("float32")
+    per_panel = postprocess(_panel_gmm([1, 5, 1, 8], lanes), POSTPROCS, strict=True).func
+    at_root = postprocess(_panel_gmm([2, 5, 1, 4], lanes), POSTPROCS, strict=True).func
+    assert _pack_in_parallel_loop(per_panel)
+    assert not _pack_in_parallel_loop(at_root)
+    assert any(b.name == "B_global" for b in ir.blocks(at_root.body))
+    assert max(max_errors(ops.matmul(40, 3 * lanes, 37), [per_panel, at_root])) < 1e-4

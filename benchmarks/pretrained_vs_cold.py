@@ -5,6 +5,11 @@ each from an empty database, several seeds, and compare the best found.
 
     python benchmarks/pretrained_vs_cold.py --trials 16 --seeds 0,1,2
     python benchmarks/pretrained_vs_cold.py --trials 16 64 --shapes ODD-3x3-96x20
+    python benchmarks/pretrained_vs_cold.py --trials 16 --no-priors
+
+With --no-priors neither arm starts from the space's expert priors (both sample the space and
+evolve under their model): what the model itself knows, apart from the priors that a cold
+search measures first.
 
 Prints per shape and budget the best GFLOP/s of each arm (mean over seeds, min-max) and their
 ratio, and the tuning wall time of each arm (empty database and kernel cache each run). With
@@ -33,7 +38,8 @@ from pretrain_cost_model import HELD_BACK, held_back  # noqa: E402
 ARMS = ("pretrained", "xgb")
 
 
-def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target) -> dict:
+def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target,
+        priors: bool = True) -> dict:
     """Best GFLOP/s after each budget of `trials` for one arm and seed (one database, resumed
     from budget to budget), and the wall time of the largest."""
     func = held_back(name)
@@ -44,7 +50,8 @@ def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target
         start = time.perf_counter()
         for budget in sorted(trials):
             result = tessel.tune(func, target, budget, cost_model=arm, database=db, seed=seed,
-                                 progress=False, rerun_top=1)
+                                 progress=False, rerun_top=1,
+                                 strategy_options={"priors": priors})
             out["best"][budget] = result.best_gflops
             out["gflops"] += [result.task.gflops(t.seconds) for t in result.history]
         out["wall"] = time.perf_counter() - start
@@ -57,6 +64,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, nargs="+", default=[16])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--shapes", default=",".join(HELD_BACK))
+    parser.add_argument("--no-priors", action="store_true",
+                        help="neither arm measures the expert priors first")
     args = parser.parse_args()
     target = tessel.Target("host")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -65,7 +74,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown shape(s) {unknown}; known: {list(HELD_BACK)}")
     print(f"target: {target} ({target.isa_family}); {time.strftime('%Y-%m-%d %H:%M')}; "
-          f"seeds {seeds}\n")
+          f"seeds {seeds}; expert priors {'off' if args.no_priors else 'on'}\n")
     print("| shape | MFLOP | trials | pretrained GFLOP/s | cold xgb GFLOP/s | ratio | "
           "wall s (pre / cold) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -73,7 +82,8 @@ def main() -> None:
     reach: list[str] = []
     first, last = min(args.trials), max(args.trials)
     for name in shapes:
-        got = {arm: [run(name, arm, args.trials, s, target) for s in seeds] for arm in ARMS}
+        got = {arm: [run(name, arm, args.trials, s, target, not args.no_priors) for s in seeds]
+               for arm in ARMS}
         for budget in sorted(args.trials):
             best = {arm: np.array([g["best"][budget] for g in got[arm]]) for arm in ARMS}
             ratio = best["pretrained"].mean() / best["xgb"].mean()

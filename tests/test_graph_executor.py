@@ -221,7 +221,8 @@ def test_constant_weights_are_packed_once_at_compile_time():
         np.testing.assert_allclose(unpacked(*feeds)[0], want, rtol=1e-5, atol=1e-5)
     first = packed._kernels[0].func
     host = tessel.Target("host")
-    func, how = _fallback(first, host, tessel.space.make_space("auto", host))
+    func, how = _fallback(first, tessel.space.make_space("auto", host),
+                          tessel.space.default_postprocs(host, pack_panels=False))
     assert how == "prior"
     main, packs = split_prepacks(func, {1})
     assert len(packs) == 1 and packs[0].source == 1 and main.params[-1] is packs[0].packed

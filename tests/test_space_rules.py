@@ -276,3 +276,19 @@ def test_each_thread_packs_the_panels_it_reads():
     assert not _pack_in_parallel_loop(at_root)
     assert any(b.name == "B_global" for b in ir.blocks(at_root.body))
     assert max(max_errors(ops.matmul(40, 3 * lanes, 37), [per_panel, at_root])) < 1e-4
+
+
+def test_pack_stages_stay_at_the_root_for_prepacking():
+    """pack_panels=False (what compile_model asks for when a kernel reads a constant) keeps
+    the pack stage at the root, where split_prepacks takes it out of the kernel to run once;
+    inside the parallel loop it could not."""
+    from tessel.graph.prepack import split_prepacks
+    lanes = TARGET.vector_lanes("float32")
+    per_panel = postprocess(_panel_gmm([1, 5, 1, 8], lanes), POSTPROCS, strict=True).func
+    at_root = postprocess(_panel_gmm([1, 5, 1, 8], lanes),
+                          default_postprocs(TARGET, pack_panels=False), strict=True).func
+    assert not _pack_in_parallel_loop(at_root)
+    assert split_prepacks(per_panel, constant={1})[1] == []
+    main, (pack,) = split_prepacks(at_root, constant={1})
+    assert pack.source == 1 and pack.packed.name == "B_global"
+    assert not any(b.name == "B_global" for b in ir.blocks(main.body))

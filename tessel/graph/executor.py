@@ -30,7 +30,7 @@ from tessel.graph.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError
-from tessel.space import default_postprocs, make_space, postprocess
+from tessel.space import Postproc, default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
 from tessel.target import Target
 from tessel.tuning import Task, TuneResult, best_func, tune_tasks
@@ -127,10 +127,12 @@ def compile_model(model: Any, target: Target | None = None,
     statuses = []
     space = make_space("auto", target) if fallback == "prior" else None
     for task in tasks:
-        func = best_func(task.workload, target, db) if db is not None else None
+        # pack stages at the root, where split_prepacks takes a constant's out of the kernel
+        posts = default_postprocs(target, pack_panels=not (prepack and constant[task.key]))
+        func = best_func(task.workload, target, db, posts) if db is not None else None
         how = "tuned"
         if func is None:
-            func, how = _fallback(task.workload, target, space)
+            func, how = _fallback(task.workload, space, posts)
         statuses.append(TaskStatus(task, how))
         main, packs = split_prepacks(func, constant[task.key]) if prepack else (func, [])
         built[task.key] = _Built(build(main, target),
@@ -145,10 +147,9 @@ class _Built:
     packs: list[tuple[Prepack, Module]]
 
 
-def _fallback(func: PrimFunc, target: Target, space: Any) -> tuple[PrimFunc, str]:
+def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFunc, str]:
     """The first expert prior of the auto space that passes the postprocessors; else the
     unscheduled program (also when `space` is None)."""
-    posts = default_postprocs(target)
     for design, decisions in ranked_priors(space, func) if space is not None else ():
         try:
             final = postprocess(design.apply(Schedule(func), decisions), posts)

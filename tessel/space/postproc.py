@@ -53,11 +53,14 @@ def postprocess(sch: Schedule, postprocs: Sequence[Postproc],
     return out
 
 
-def default_postprocs(target: Target, verify_codegen: bool = False) -> list[Postproc]:
+def default_postprocs(target: Target, verify_codegen: bool = False,
+                      pack_panels: bool = True) -> list[Postproc]:
     """The CPU postprocessors; `verify_codegen` adds a C rendering check (it costs as much
-    Python time as the rendering a build does anyway)."""
+    Python time as the rendering a build does anyway). `pack_panels=False` keeps every pack
+    stage at the root, where tessel.graph.prepack can take it out of the kernel when the
+    packed operand is a constant (RewriteLayout)."""
     lanes = target.vector_lanes("float32")
-    posts: list[Postproc] = [RewriteLayout(), RewriteReductionBlock(),
+    posts: list[Postproc] = [RewriteLayout(pack_panels), RewriteReductionBlock(),
                              RewriteParallelVectorizeUnroll(lanes=lanes), VerifyLoops()]
     return posts + ([VerifyCodegen(target)] if verify_codegen else [])
 
@@ -103,7 +106,12 @@ class RewriteLayout:
     """For blocks annotated meta_schedule.pack_read = 1: copy the read packable along the
     vector axis j (the spatial iter var the block's innermost loop feeds) into a buffer laid
     out as [j // t, <other dims>, j % t], t the extent of that loop (the vector tile), made by
-    a pre-stage whose loops are (j // t, others, j % t)."""
+    a pre-stage whose loops are (j // t, others, j % t). With `panels`, the stage goes inside
+    the loop nest where each iteration reads its own panels (`_panel_loop`); without, it
+    stays at the root: a stage there that packs a constant is done once for a model, ahead
+    of its calls (tessel.graph.prepack)."""
+
+    panels: bool = True
 
     def apply(self, sch: Schedule) -> None:
         for block in leaf_blocks(sch.func):
@@ -130,7 +138,7 @@ class RewriteLayout:
         buf = node.reads[index].buffer
         idx = next(l.indices for l in ir.collect(node.body, ir.BufferLoad) if l.buffer is buf)
         dim = list(idx).index(var)
-        at = self._panel_loop(sch, block, var)
+        at = self._panel_loop(sch, block, var) if self.panels else None
         pack = sch.cache_read(block, index, "global")
         above = 0
         if at is not None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Sequence
 
 from tessel.codegen import Module, build
 from tessel.database import Database
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError
-from tessel.space import SpaceError, default_postprocs, final_func
+from tessel.space import Postproc, SpaceError, default_postprocs, final_func
 from tessel.target import Target
 
 
@@ -44,15 +45,18 @@ def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
     return build(best, target) if best is not None else None
 
 
-def best_func(func: PrimFunc, target: Target, db: Database) -> PrimFunc | None:
+def best_func(func: PrimFunc, target: Target, db: Database,
+              postprocs: Sequence[Postproc] | None = None) -> PrimFunc | None:
     """The scheduled program of the best of the database's records for `func` on `target`
-    that still replays (postprocessed, ready to build); None when there is none."""
+    that still replays (postprocessed by `postprocs`, default_postprocs(target) by default,
+    ready to build); None when there is none."""
+    posts = list(postprocs) if postprocs is not None else default_postprocs(target)
     for record in db.top_k(func, target, k=5):
         if record.trace_json is None:
             continue
         try:
             sch = record.trace().apply(Schedule(func))
-            return final_func(sch, default_postprocs(target))
+            return final_func(sch, posts)
         except (ScheduleError, SpaceError):
             continue  # recorded by an older tessel whose primitives differ: try the next
     return None

@@ -2,6 +2,8 @@
 built in code (odd shapes) and checked against the numpy interpreter."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -208,7 +210,7 @@ def test_constant_weights_are_packed_once_at_compile_time():
     """The expert prior packs the dense's weight in panels; with prepack the executor runs
     that stage once, on the constant, and the kernel reads the packed copy; a weight that is
     a model input is still packed on every call. Same results either way, over two calls."""
-    from tessel.graph.prepack import split_prepacks
+    from tessel.prepack import split_prepacks
     g = _two_denses()
     packed, unpacked = compile_model(g), compile_model(g, prepack=False)
     assert packed.prepacked == 1 and unpacked.prepacked == 0
@@ -228,3 +230,72 @@ def test_constant_weights_are_packed_once_at_compile_time():
     assert len(packs) == 1 and packs[0].source == 1 and main.params[-1] is packs[0].packed
     assert len(main.params) == len(func.params) + 1
     assert split_prepacks(func, {0}) == (func, [])  # the data is not constant: nothing moves
+
+
+# ---- measuring what runs: a model's weights packed outside the timed calls ---------------------
+def test_model_kernels_name_their_constant_parameters_and_that_is_their_identity():
+    """A kernel of a model says which of its parameters are the model's weights; that is part
+    of the workload's key (its records were measured with those packed once), so the same
+    kernel shape with a weight that is a model input is another workload, and the attribute
+    survives the database's JSON."""
+    from tessel.ir import from_json, structural_hash, to_json
+    g = _two_denses()
+    first, second = (k.func for k in model_tasks(g, tessel.Target("host"))[0])
+    assert first.constant_params == (1,) and second.constant_params == ()
+    plain = tessel.ir.PrimFunc(first.name, first.params, first.body, {})
+    assert structural_hash(plain) != structural_hash(first)
+    assert structural_hash(from_json(to_json(first))) == structural_hash(first)
+    assert structural_hash(from_json(to_json(second))) == structural_hash(second)
+
+
+def _dense_prior(g: Graph):
+    """The first kernel of `g` (a dense with a constant weight) on its expert prior, with its
+    pack stage at the root, and that kernel's workload."""
+    host = tessel.Target("host")
+    workload = model_tasks(g, host)[0][0].func
+    func, how = _fallback(workload, tessel.space.make_space("auto", host),
+                          tessel.space.postprocs_for(workload, host))
+    assert how == "prior"
+    return workload, func
+
+
+def test_the_tuner_measures_a_model_kernel_with_its_weight_packed_once():
+    """The build of a kernel whose workload has a constant weight packs it in tessel_time once,
+    before the timed calls, and in tessel_entry before the kernel: the runner checks the
+    result against the unscheduled workload and times the kernel alone."""
+    from tessel.measure import LocalBuilder, LocalRunner, MeasureCandidate
+    workload, func = _dense_prior(_two_denses())
+    candidate = MeasureCandidate(workload, func)
+    host = tessel.Target("host")
+    with LocalBuilder(host) as builder, LocalRunner(host, repeat=2) as runner:
+        (build,) = builder.build([candidate])
+        (result,) = runner.run([candidate], [build])
+    assert result.ok, result.error_msg
+    source = build.artifact.source
+    timing = source[source.index("int32_t tessel_time("):]
+    loop = timing[timing.index("for (int32_t r = 0"):]
+    assert timing.count("tessel_prepack(") == 1 and "tessel_prepack(" not in loop
+    assert "tessel_main(" in loop
+    entry = source[source.index("int32_t tessel_entry("):source.index("int32_t tessel_time(")]
+    assert re.search(r"tessel_prepack\(.*\n(.*\n)*.*tessel_main\(", entry)
+    plain = MeasureCandidate(tessel.ir.PrimFunc(workload.name, workload.params, workload.body),
+                             tessel.ir.PrimFunc(func.name, func.params, func.body))
+    with LocalBuilder(host) as builder:
+        (build,) = builder.build([plain])
+    assert "tessel_prepack" not in build.artifact.source  # no constants: packed every call
+
+
+def test_records_measured_before_kernels_named_their_weights_are_still_used(tmp_path):
+    """A database tuned when the dense's workload had no constant parameters (its key without
+    them) still gives the executor its tuned kernel."""
+    from tessel.graph.executor import _without_constants
+    g = _two_denses()
+    workload = model_tasks(g, tessel.Target("host"))[0][0].func
+    db = tessel.Database(tmp_path / "old.db")
+    tessel.tune(_without_constants(workload), trials=4, database=db, strategy="random",
+                cost_model="random", progress=False)
+    model = compile_model(g, database=db)
+    assert model.statuses[0].tuned
+    feeds = _feeds(g)
+    np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-4, atol=1e-5)
+    db.close()

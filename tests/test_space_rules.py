@@ -282,7 +282,7 @@ def test_pack_stages_stay_at_the_root_for_prepacking():
     """pack_panels=False (what compile_model asks for when a kernel reads a constant) keeps
     the pack stage at the root, where split_prepacks takes it out of the kernel to run once;
     inside the parallel loop it could not."""
-    from tessel.graph.prepack import split_prepacks
+    from tessel.prepack import split_prepacks
     lanes = TARGET.vector_lanes("float32")
     per_panel = postprocess(_panel_gmm([1, 5, 1, 8], lanes), POSTPROCS, strict=True).func
     at_root = postprocess(_panel_gmm([1, 5, 1, 8], lanes),

@@ -18,7 +18,7 @@ from tessel import ops
 from tessel.database import Database
 from tessel.errors import TesselError
 from tessel.measure import DaskRunner
-from tessel.space import default_postprocs, final_func
+from tessel.space import final_func, postprocs_for
 from tessel.tuning import report
 
 DEFAULT_DB = "tessel.db"
@@ -120,7 +120,7 @@ def cmd_best(args: argparse.Namespace) -> int:
           f"({record.mean_secs * 1e3:.4f} ms, {len(record.costs)} repeats, run {record.run!r})")
     print("\n# trace\n" + record.trace().script())
     sch = record.trace().apply(tessel.Schedule(func))
-    print("\n# program\n" + final_func(sch, default_postprocs(target)).script())
+    print("\n# program\n" + final_func(sch, postprocs_for(func, target)).script())
     return 0
 
 

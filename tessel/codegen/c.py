@@ -14,6 +14,8 @@ it raises a flag checked after the loop.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
@@ -300,23 +302,31 @@ UNROLL_CAPS = (256, 128, 64, 16, 0)
 
 
 def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
-               unroll_chars: int | None = UNROLL_CHARS) -> str:
+               unroll_chars: int | None = UNROLL_CHARS,
+               prepacks: Sequence[tuple[PrimFunc, int]] = ()) -> str:
     """Render `func` as a C11 translation unit exporting tessel_entry and tessel_time. With
     `max_chars`, a kernel body longer than that raises SourceTooLarge as soon as it passes.
     A body past `unroll_chars` (None: no limit) is lowered again with less auto-unrolling
-    (UNROLL_CAPS): the program is the same, its copies fewer, its compile time bounded."""
+    (UNROLL_CAPS): the program is the same, its copies fewer, its compile time bounded.
+
+    `prepacks`: stages split out of the kernel by tessel.prepack, each (its function,
+    the position of the constant parameter it reads); `func` is then the kernel without them,
+    taking one packed buffer per stage after its own parameters. The entry points take the
+    parameters of the kernel before the split: tessel_entry packs and runs the kernel,
+    tessel_time packs once and times the kernel alone, as a compiled model runs it."""
     step = _max_unroll_step(func)
     caps = [None] + [c for c in UNROLL_CAPS if c < step] if unroll_chars is not None else [None]
     budget = unroll_chars if max_chars is None or unroll_chars is None else min(unroll_chars,
                                                                                 max_chars)
+    packs = [(lower_kernel(f, target), source) for f, source in prepacks]
     for cap in caps[:-1]:
         try:
             return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
-                           max_chars=budget)
+                           max_chars=budget, prepacks=packs)
         except SourceTooLarge:
             continue
     return print_c(lower_kernel(func, target, max_unroll_step=caps[-1]), target,
-                   max_chars=max_chars)
+                   max_chars=max_chars, prepacks=packs)
 
 
 def _max_unroll_step(func: PrimFunc) -> int:
@@ -324,31 +334,117 @@ def _max_unroll_step(func: PrimFunc) -> int:
     return max((s for s in steps if isinstance(s, int)), default=0)
 
 
-def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None) -> str:
-    """The translation unit of a lowered kernel."""
-    names = Names()
+def _param_types(func: LoweredFunc) -> list[str]:
     outputs = set(func.outputs)
     types = [c_type(p.dtype) + "*" for p in func.params]
-    types = [t if p in outputs else "const " + t for t, p in zip(types, func.params)]
-    params = [f"{t} restrict {names(p)}" for t, p in zip(types, func.params)]
+    return [t if p in outputs else "const " + t for t, p in zip(types, func.params)]
+
+
+def _kernel_source(func: LoweredFunc, target: Target, names: Names,
+                   max_chars: int | None) -> tuple[str, str, KernelPrinter]:
+    """(C name, C text, printer) of one kernel as a static function."""
+    params = [f"{t} restrict {names(p)}" for t, p in zip(_param_types(func), func.params)]
     kernel = names.fresh(func.name)
     printer = KernelPrinter(func, target, names, max_chars)
     body = printer.body_lines()
-    casts = [f"({t})args[{k}]" for k, t in enumerate(types)]
-    inputs = ", ".join(_describe(p) for p in func.params if p not in outputs) or "none"
-    outs = ", ".join(_describe(p) for p in func.params if p in outputs) or "none"
-    vtypes = printer.expr.vtypes
-    parts = [
-        f"// tessel kernel {comment_text(func.name)}\n// inputs: {inputs}\n// outputs: {outs}",
-        _PREAMBLE,
-        *(helper_source(h) for h in sorted(printer.expr.helpers)),
-        *([vector_source(vtypes)] if vtypes else []),
-        "\n".join([wrap_call(f"static int32_t {kernel}", params, " {"), *body, "}"]),
-        "\n".join(["int32_t tessel_entry(void** args) {",
-                   wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),
-        _TIME_FN,
-    ]
+    return kernel, "\n".join([wrap_call(f"static int32_t {kernel}", params, " {"), *body, "}"]), \
+        printer
+
+
+def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
+            prepacks: Sequence[tuple[LoweredFunc, int]] = ()) -> str:
+    """The translation unit of a lowered kernel (and its split-out pack stages: generate_c)."""
+    names = Names()
+    kernel, text, printer = _kernel_source(func, target, names, max_chars)
+    packs = [(_kernel_source(f, target, names, None), f, source) for f, source in prepacks]
+    printers = [printer, *(p for (_, _, p), _, _ in packs)]
+    helpers = sorted(set().union(*(p.expr.helpers for p in printers)))
+    vtypes = set().union(*(p.expr.vtypes for p in printers))
+    types = _param_types(func)
+    n_own = len(func.params) - len(packs)
+    own = func.params[:n_own]
+    outputs = set(func.outputs)
+    inputs = ", ".join(_describe(p) for p in own if p not in outputs) or "none"
+    outs = ", ".join(_describe(p) for p in own if p in outputs) or "none"
+    head = f"// tessel kernel {comment_text(func.name)}\n// inputs: {inputs}\n// outputs: {outs}"
+    if packs:
+        head += ("\n// constant operands packed outside the timed calls: "
+                 + ", ".join(comment_text(f.params[0].name) for _, f, _ in packs))
+    parts = [head, _PREAMBLE, *(helper_source(h) for h in helpers),
+             *([vector_source(vtypes)] if vtypes else []),
+             *(t for (_, t, _), _, _ in packs), text]
+    casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]
+    if not packs:
+        parts += ["\n".join(["int32_t tessel_entry(void** args) {",
+                             wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),
+                  _TIME_FN]
+    else:
+        parts += _prepacked_entries(kernel, casts, types[n_own:], packs)
     return "\n\n".join(parts) + "\n"
+
+
+def _prepacked_entries(kernel: str, casts: list[str], packed_types: list[str],
+                       packs: list) -> list[str]:
+    """tessel_entry / tessel_time of a kernel whose constant operands are packed by the
+    stages `packs` into heap buffers (freed at the end of each entry point)."""
+    n = len(packs)
+    prepack = ["static int32_t tessel_prepack(void** args, void** packed) {"]
+    for i, ((name, _, _), f, source) in enumerate(packs):
+        packed = f.params[1]
+        nbytes = int(np.prod(packed.shape)) * _itemsize(packed)
+        nbytes = (nbytes + 63) // 64 * 64
+        t_src, t_dst = _param_types(f)
+        prepack += [f"    packed[{i}] = aligned_alloc(64, {nbytes});",
+                    f"    if (packed[{i}] == NULL) {{",
+                    "        return TESSEL_ALLOC_FAILED;",
+                    "    }",
+                    f"    int32_t status{i} = {name}(({t_src})args[{source}], "
+                    f"({t_dst})packed[{i}]);",
+                    f"    if (status{i} != 0) {{",
+                    f"        return status{i};",
+                    "    }"]
+    prepack += ["    return 0;", "}"]
+    unpack = ["static void tessel_unpack(void** packed) {",
+              f"    for (int32_t i = 0; i < {n}; ++i) {{",
+              "        free(packed[i]);",
+              "    }", "}"]
+    packed_casts = [f"({t})packed[{i}]" for i, t in enumerate(packed_types)]
+    main = ["static int32_t tessel_main(void** args, void** packed) {",
+            wrap_call(f"return {kernel}", casts + packed_casts, ";", "    "), "}"]
+    entry = f"""\
+int32_t tessel_entry(void** args) {{
+    void* packed[{n}] = {{0}};
+    int32_t status = tessel_prepack(args, packed);
+    if (status == 0) {{
+        status = tessel_main(args, packed);
+    }}
+    tessel_unpack(packed);
+    return status;
+}}"""
+    time_fn = f"""\
+int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {{
+    // the constant operands are packed once, outside the timed calls, as a compiled model
+    // packs its weights once
+    void* packed[{n}] = {{0}};
+    int32_t status = tessel_prepack(args, packed);
+    if (status == 0) {{
+        status = tessel_main(args, packed);  // warm-up
+    }}
+    for (int32_t r = 0; status == 0 && r < repeat; ++r) {{
+        struct timespec start, stop;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (int32_t k = 0; status == 0 && k < number; ++k) {{
+            status = tessel_main(args, packed);
+        }}
+        clock_gettime(CLOCK_MONOTONIC, &stop);
+        const double secs = (double)(stop.tv_sec - start.tv_sec)
+                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);
+        out_secs[r] = secs / number;
+    }}
+    tessel_unpack(packed);
+    return status;
+}}"""
+    return ["\n".join(prepack), "\n".join(unpack), "\n".join(main), entry, time_fn]
 
 
 __all__ = ["generate_c", "print_c", "KernelPrinter", "CodegenError", "SourceTooLarge",

@@ -26,9 +26,9 @@ from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.extras import require
 from tessel.graph.ir import Graph, GraphError, check
-from tessel.graph.prepack import Prepack, split_prepacks
+from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
-from tessel.ir import PrimFunc
+from tessel.ir import CONSTANT_PARAMS, PrimFunc
 from tessel.schedule import Schedule, ScheduleError
 from tessel.space import Postproc, default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
@@ -111,7 +111,7 @@ def compile_model(model: Any, target: Target | None = None,
     without a record runs, with fallback="prior", the auto space's first expert prior (a
     register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
     unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
-    constant weight into a packed layout get it packed once, here (tessel.graph.prepack)."""
+    constant weight into a packed layout get it packed once, here (tessel.prepack)."""
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
@@ -119,22 +119,24 @@ def compile_model(model: Any, target: Target | None = None,
     kernels = lower_groups(graph, groups)
     tasks = extract_tasks(kernels, target)
     db = _open(database)
-    constant: dict[str, set[int]] = {}  # per task: parameters constant in all its kernels
-    for k in kernels:
-        mine = {i for i, v in enumerate(k.params) if v in graph.constants}
-        constant[k.key] = constant.get(k.key, mine) & mine
     built: dict[str, _Built] = {}
     statuses = []
     space = make_space("auto", target) if fallback == "prior" else None
     for task in tasks:
-        # pack stages at the root, where split_prepacks takes a constant's out of the kernel
-        posts = default_postprocs(target, pack_panels=not (prepack and constant[task.key]))
+        # the kernel's parameters that are the model's weights (lower_group): their packing
+        # runs once, here, as the tuner measured it (pack stages at the root: postprocs_for)
+        constant = set(task.workload.constant_params) if prepack else set()
+        posts = default_postprocs(target, pack_panels=not constant)
         func = best_func(task.workload, target, db, posts) if db is not None else None
+        if func is None and db is not None and task.workload.constant_params:
+            # records of the same kernel measured before kernels named their weights (their
+            # packing inside the timed call): still better than a prior
+            func = best_func(_without_constants(task.workload), target, db, posts)
         how = "tuned"
         if func is None:
             func, how = _fallback(task.workload, space, posts)
         statuses.append(TaskStatus(task, how))
-        main, packs = split_prepacks(func, constant[task.key]) if prepack else (func, [])
+        main, packs = split_prepacks(func, constant)
         built[task.key] = _Built(build(main, target),
                                  [(p, build(p.func, target)) for p in packs])
     return CompiledModel(graph, groups, kernels, built, statuses)
@@ -158,6 +160,11 @@ def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFu
         if final is not None:
             return final.func, "prior"
     return func, "unscheduled"
+
+
+def _without_constants(func: PrimFunc) -> PrimFunc:
+    attrs = {k: v for k, v in func.attrs.items() if k != CONSTANT_PARAMS}
+    return PrimFunc(func.name, func.params, func.body, attrs)
 
 
 def _open(database: str | Path | Database | None) -> Database | None:

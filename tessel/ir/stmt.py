@@ -136,13 +136,19 @@ def realize(block: Block, iter_values=(), predicate: Expr | bool = True) -> Bloc
     return BlockRealize(tuple(convert(v) for v in iter_values), convert(predicate), block)
 
 
+CONSTANT_PARAMS = "constant_params"
+
+
 @dataclass(frozen=True, eq=False)
 class PrimFunc:
     """A tensor program: parameter buffers (inputs, then outputs) and a body whose root is a
     block named "root" that allocates the intermediate buffers.
 
     `attrs` carries metadata that is not part of the program's identity (e.g. the operator
-    name and arguments it was made from).
+    name and arguments it was made from), except CONSTANT_PARAMS: the positions of the
+    parameters the caller holds constant (a model's weights). A program of such a workload is
+    measured with its packing of those parameters done once, outside the timed calls, as a
+    compiled model runs it; its records' times depend on that, so it is part of the identity.
     """
 
     name: str
@@ -164,6 +170,11 @@ class PrimFunc:
 
     def with_body(self, body: BlockRealize) -> "PrimFunc":
         return PrimFunc(self.name, self.params, body, self.attrs)
+
+    @property
+    def constant_params(self) -> tuple[int, ...]:
+        """Positions of the parameters the caller holds constant (attrs[CONSTANT_PARAMS])."""
+        return tuple(self.attrs.get(CONSTANT_PARAMS, ()))
 
     @property
     def outputs(self) -> tuple[Buffer, ...]:

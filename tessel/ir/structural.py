@@ -52,7 +52,9 @@ class _Encoder:
             self.value(getattr(n, f)) for f in _fields(type(n)) if f != skip)
 
     def func(self, f: PrimFunc) -> tuple:
-        return ("PrimFunc", tuple(self.buffer(p) for p in f.params), self.node(f.body))
+        key = ("PrimFunc", tuple(self.buffer(p) for p in f.params), self.node(f.body))
+        # the one attribute that is part of the identity (PrimFunc): absent, keys are unchanged
+        return key + (("constant_params", f.constant_params),) if f.constant_params else key
 
 
 def structural_key(node: Any) -> tuple:

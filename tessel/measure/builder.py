@@ -5,7 +5,9 @@
     builds[0].artifact.lib_path, builds[1].error      # an Artifact, or a MeasureResult error
 
 A build is `compact_buffers` + `generate_c` + `compile_shared` (as `tessel.build` does, minus
-loading). An illegal program (CodegenError, IR errors) becomes "invalid_schedule", a compiler
+loading); for a workload with constant parameters (a model's weights), the stages that pack
+them are split out first and the library's tessel_time packs once, outside the timed calls
+(tessel.prepack). An illegal program (CodegenError, IR errors) becomes "invalid_schedule", a compiler
 failure "compile_error" with the compiler's message, and a build that overruns the per-candidate
 timeout "timeout" (its process is then replaced, so a stuck build cannot block the next one).
 """
@@ -26,6 +28,7 @@ from tessel.ir import PrimFunc
 from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.passes import compact_buffers
+from tessel.prepack import split_prepacks
 from tessel.target import Target
 
 _MAX_MSG_CHARS = 6000
@@ -91,7 +94,9 @@ def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | No
     than `max_source_chars` is a compile_error without running the compiler."""
     start = time.perf_counter()
     try:
-        source = generate_c(compact_buffers(func), target, max_chars=max_source_chars)
+        main, packs = split_prepacks(func, set(func.constant_params))
+        source = generate_c(compact_buffers(main), target, max_chars=max_source_chars,
+                            prepacks=[(compact_buffers(p.func), p.source) for p in packs])
         params = param_specs(func)
     except SourceTooLarge as err:
         return BuildResult(error=MeasureResult.error(

@@ -22,7 +22,8 @@ from tessel.space.mutators import (MUTATORS, MutateComputeLocation, MutateParall
                                    Mutator)
 from tessel.space.postproc import (Postproc, RewriteLayout, RewriteParallelVectorizeUnroll,
                                    RewriteReductionBlock, VerifyCodegen, VerifyLoops,
-                                   default_postprocs, final_func, postprocess)
+                                   default_postprocs, final_func, postprocess,
+                                   postprocs_for)
 from tessel.space.rules import (RULES, AddRFactor, AutoInline, MultiLevelTiling,
                                 ParallelizeVectorizeUnroll, RandomComputeLocation, RuleSpace,
                                 ScheduleRule, default_rules)
@@ -84,7 +85,8 @@ __all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError"
            "Config", "Knob", "TEMPLATES", "RULES", "ScheduleRule", "default_rules",
            "AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
            "RandomComputeLocation", "Postproc", "postprocess", "final_func",
-           "default_postprocs", "RewriteLayout", "RewriteReductionBlock", "RewriteParallelVectorizeUnroll",
+           "default_postprocs", "postprocs_for", "RewriteLayout", "RewriteReductionBlock",
+           "RewriteParallelVectorizeUnroll",
            "VerifyLoops", "VerifyCodegen", "Mutator", "MUTATORS", "MutateTileSize",
            "MutateRegisterTile",
            "MutateUnroll", "MutateParallel", "MutateComputeLocation"]

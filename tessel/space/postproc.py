@@ -57,12 +57,19 @@ def default_postprocs(target: Target, verify_codegen: bool = False,
                       pack_panels: bool = True) -> list[Postproc]:
     """The CPU postprocessors; `verify_codegen` adds a C rendering check (it costs as much
     Python time as the rendering a build does anyway). `pack_panels=False` keeps every pack
-    stage at the root, where tessel.graph.prepack can take it out of the kernel when the
+    stage at the root, where tessel.prepack can take it out of the kernel when the
     packed operand is a constant (RewriteLayout)."""
     lanes = target.vector_lanes("float32")
     posts: list[Postproc] = [RewriteLayout(pack_panels), RewriteReductionBlock(),
                              RewriteParallelVectorizeUnroll(lanes=lanes), VerifyLoops()]
     return posts + ([VerifyCodegen(target)] if verify_codegen else [])
+
+
+def postprocs_for(func: PrimFunc, target: Target) -> list[Postproc]:
+    """The postprocessors of a workload's programs: a workload with constant parameters keeps
+    its pack stages at the root, where the measurement and the executor take a constant's
+    pack out of the kernel (tessel.prepack)."""
+    return default_postprocs(target, pack_panels=not func.constant_params)
 
 
 # ---- loop analysis --------------------------------------------------------------------------
@@ -109,7 +116,7 @@ class RewriteLayout:
     a pre-stage whose loops are (j // t, others, j % t). With `panels`, the stage goes inside
     the loop nest where each iteration reads its own panels (`_panel_loop`); without, it
     stays at the root: a stage there that packs a constant is done once for a model, ahead
-    of its calls (tessel.graph.prepack)."""
+    of its calls (tessel.prepack)."""
 
     panels: bool = True
 
@@ -173,7 +180,8 @@ class RewriteLayout:
         for i, loop in enumerate(loops):
             node = sch.get(loop)
             if node.extent > 1:
-                if [v for v, value in binding.items() if ir.uses_var(value, node.loop_var)] != [var]:
+                fed = [v for v, value in binding.items() if ir.uses_var(value, node.loop_var)]
+                if fed != [var]:
                     break
                 at = i
             if i + 1 < len(loops) and node.body is not sch.get(loops[i + 1]):
@@ -339,6 +347,7 @@ def final_func(sch: Schedule, postprocs: Sequence[Postproc]) -> PrimFunc:
     return out.func
 
 
-__all__ = ["Postproc", "postprocess", "default_postprocs", "final_func", "is_spatial_loop",
-           "fusible_prefix", "parallel_plan", "RewriteLayout", "RewriteReductionBlock",
-           "RewriteParallelVectorizeUnroll", "VerifyLoops", "VerifyCodegen", "MAX_UNROLL_STEP"]
+__all__ = ["Postproc", "postprocess", "default_postprocs", "postprocs_for", "final_func",
+           "is_spatial_loop", "fusible_prefix", "parallel_plan", "RewriteLayout",
+           "RewriteReductionBlock", "RewriteParallelVectorizeUnroll", "VerifyLoops",
+           "VerifyCodegen", "MAX_UNROLL_STEP"]

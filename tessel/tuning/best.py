@@ -13,7 +13,7 @@ from tessel.database import Database
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError
-from tessel.space import Postproc, SpaceError, default_postprocs, final_func
+from tessel.space import Postproc, SpaceError, final_func, postprocs_for
 from tessel.target import Target
 
 
@@ -48,9 +48,9 @@ def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
 def best_func(func: PrimFunc, target: Target, db: Database,
               postprocs: Sequence[Postproc] | None = None) -> PrimFunc | None:
     """The scheduled program of the best of the database's records for `func` on `target`
-    that still replays (postprocessed by `postprocs`, default_postprocs(target) by default,
+    that still replays (postprocessed by `postprocs`, postprocs_for(func, target) by default,
     ready to build); None when there is none."""
-    posts = list(postprocs) if postprocs is not None else default_postprocs(target)
+    posts = list(postprocs) if postprocs is not None else postprocs_for(func, target)
     for record in db.top_k(func, target, k=5):
         if record.trace_json is None:
             continue

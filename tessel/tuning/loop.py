@@ -41,7 +41,7 @@ from tessel.measure import Builder, LocalBuilder, LocalRunner, MeasureResult, Ru
 from tessel.schedule import Trace
 from tessel.search import MODEL_BASED, Proposal, SearchStrategy, make_strategy
 from tessel.search.base import program_key
-from tessel.space import SpaceLike, default_postprocs, make_space
+from tessel.space import SpaceLike, make_space, postprocs_for
 from tessel.target import Target
 from tessel.tuning.best import TuneError
 from tessel.tuning.callbacks import MeasureCallback, default_callbacks, update_model
@@ -207,7 +207,7 @@ def _setup(task: Task, space: SpaceLike, strategy: str | SearchStrategy,
     uses_model = isinstance(strategy, SearchStrategy) or strategy in MODEL_BASED
     search = make_strategy(strategy, space, task.workload, seed=seed,
                            cost_model=model if uses_model else None,
-                           postprocs=default_postprocs(task.target), **options)
+                           postprocs=postprocs_for(task.workload, task.target), **options)
     db = _open_database(database)
     builder = builder if builder is not None else LocalBuilder(task.target)
     runner = runner if runner is not None else LocalRunner(task.target)

@@ -11,7 +11,10 @@ the scheduled kernel,
 
 runs each `Prepack.func` once on the constant (its params: the constant, the packed buffer),
 and binds the packed array to `main`, whose params are the kernel's params followed by one
-packed buffer per pack.
+packed buffer per pack. The tuner measures a workload with constant parameters
+(PrimFunc.constant_params) the same way: the builder splits the stages and the generated
+C packs once, outside the timed calls (tessel.codegen.generate_c's `prepacks`), so the
+search ranks programs by what a compiled model runs.
 
 A stage qualifies when it is a loop nest at the top of the kernel holding one block, which
 reads nothing but constant parameters and writes one buffer the kernel allocates and no other

@@ -11,7 +11,9 @@ the scheduled kernel,
 
 runs each `Prepack.func` once on the constant (its params: the constant, the packed buffer),
 and binds the packed array to `main`, whose params are the kernel's params followed by one
-packed buffer per pack. The tuner measures a workload with constant parameters
+packed buffer per pack; with `drop_unread=True` (the executor's), a constant that only the
+split-out stages read is no longer a param of `main`, so the model need not keep it once it
+is packed: a weight is stored in the layout its kernel reads, not in both. The tuner measures a workload with constant parameters
 (PrimFunc.constant_params) the same way: the builder splits the stages and the generated
 C packs once, outside the timed calls (tessel.codegen.generate_c's `prepacks`), so the
 search ranks programs by what a compiled model runs.
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tessel.ir import Block, Buffer, BufferStore, PrimFunc, SeqStmt, Stmt, collect
+from tessel.ir import (CONSTANT_PARAMS, Block, Buffer, BufferLoad, BufferStore, PrimFunc, SeqStmt, Stmt,
+                       collect)
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,11 @@ class Prepack:
     packed: Buffer
 
 
-def split_prepacks(func: PrimFunc, constant: set[int]) -> tuple[PrimFunc, list[Prepack]]:
+def split_prepacks(func: PrimFunc, constant: set[int], *,
+                   drop_unread: bool = False) -> tuple[PrimFunc, list[Prepack]]:
     """`func` without its stages that only rearrange constant parameters (positions in
-    `constant`), and those stages as functions of their own; (func, []) when there is none."""
+    `constant`), and those stages as functions of their own; (func, []) when there is none.
+    With `drop_unread`, the constants that no stage left in `main` reads leave its params."""
     realize = func.body
     root = realize.block
     stmts = list(root.body.seq) if isinstance(root.body, SeqStmt) else [root.body]
@@ -56,8 +61,13 @@ def split_prepacks(func: PrimFunc, constant: set[int]) -> tuple[PrimFunc, list[P
     body = keep[0] if len(keep) == 1 else SeqStmt(tuple(keep))
     main_root = replace(root, body=body,
                         alloc_buffers=tuple(b for b in root.alloc_buffers if b not in done))
-    main = PrimFunc(func.name, (*func.params, *(p.packed for p in packs)),
-                    replace(realize, block=main_root), func.attrs)
+    params = func.params
+    if drop_unread:
+        read = {load.buffer for stmt in keep for load in collect(stmt, BufferLoad)}
+        params = tuple(p for k, p in enumerate(params) if k not in constant or p in read)
+    attrs = {k: v for k, v in func.attrs.items() if k != CONSTANT_PARAMS}  # positions moved
+    main = PrimFunc(func.name, (*params, *(p.packed for p in packs)),
+                    replace(realize, block=main_root), attrs)
     return main, packs
 
 

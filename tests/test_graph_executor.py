@@ -120,7 +120,8 @@ def test_memory_plan_reuses_blocks_and_never_aliases_a_kernel_output_with_its_in
     assert len(bases) < len(intermediates)  # blocks are shared
     for k in model._kernels:
         out = arrays[k.params[-1]]
-        assert not any(np.shares_memory(out, arrays[v]) for v in k.params[:-1])
+        # (a weight kept only packed has no array of its own any more)
+        assert not any(np.shares_memory(out, arrays[v]) for v in k.params[:-1] if v in arrays)
     root, end = _lifetimes(graph, fuse(graph))
     assert end[root[graph.outputs[0]]] == float("inf")
 
@@ -229,6 +230,8 @@ def test_constant_weights_are_packed_once_at_compile_time():
     main, packs = split_prepacks(func, {1})
     assert len(packs) == 1 and packs[0].source == 1 and main.params[-1] is packs[0].packed
     assert len(main.params) == len(func.params) + 1
+    dropped, _ = split_prepacks(func, {1}, drop_unread=True)  # the executor's: w1 read packed
+    assert func.params[1] not in dropped.params and len(dropped.params) == len(func.params)
     assert split_prepacks(func, {0}) == (func, [])  # the data is not constant: nothing moves
 
 
@@ -299,3 +302,20 @@ def test_records_measured_before_kernels_named_their_weights_are_still_used(tmp_
     feeds = _feeds(g)
     np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-4, atol=1e-5)
     db.close()
+
+
+def test_a_weight_read_only_packed_is_stored_only_packed():
+    """Once the executor has packed w1 for the kernel that reads it in panels, the model no
+    longer holds w1 as it came (the kernel's params do not take it); a kernel that reads its
+    weight as it is (unscheduled, or prepack off) keeps it. Results are the same."""
+    g = _two_denses()
+    packed = compile_model(g)
+    kept = [compile_model(g, prepack=False), compile_model(g, fallback="unscheduled")]
+    assert "w1" not in packed.graph.constants and "w1" not in packed._arrays
+    assert "w1" in g.constants  # the caller's graph is left as it was
+    for model in kept:
+        assert "w1" in model.graph.constants and "w1" in model._arrays
+    feeds = _feeds(g)
+    want = run_graph(g, feeds)[0]
+    for model in [packed, *kept]:
+        np.testing.assert_allclose(model(*feeds)[0], want, rtol=1e-5, atol=1e-5)

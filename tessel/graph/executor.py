@@ -12,6 +12,7 @@ list of C calls.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -136,17 +137,27 @@ def compile_model(model: Any, target: Target | None = None,
         if func is None:
             func, how = _fallback(task.workload, space, posts)
         statuses.append(TaskStatus(task, how))
-        main, packs = split_prepacks(func, constant)
-        built[task.key] = _Built(build(main, target),
-                                 [(p, build(p.func, target)) for p in packs])
+        main, packs = split_prepacks(func, constant, drop_unread=True)
+        built[task.key] = _Built(build(main, target), [(p, build(p.func, target)) for p in packs],
+                                 _arg_sources(main, func, packs))
     return CompiledModel(graph, groups, kernels, built, statuses)
 
 
 @dataclass(frozen=True)
 class _Built:
-    """A task's kernel and the constant packing stages split out of it."""
+    """A task's kernel, the constant packing stages split out of it, and where each of the
+    kernel's arguments comes from: ("param", k), the k-th value bound to the kernel before
+    the split, or ("pack", j), the output of packs[j]."""
     main: Module
     packs: list[tuple[Prepack, Module]]
+    args: tuple[tuple[str, int], ...]
+
+
+def _arg_sources(main: PrimFunc, func: PrimFunc, packs: list[Prepack]) -> tuple:
+    position = {id(p): k for k, p in enumerate(func.params)}
+    packed = {id(p.packed): j for j, p in enumerate(packs)}
+    return tuple(("pack", packed[id(p)]) if id(p) in packed else ("param", position[id(p)])
+                 for p in main.params)
 
 
 def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFunc, str]:
@@ -179,19 +190,28 @@ class CompiledModel:
 
     def __init__(self, graph: Graph, groups: list[FusedGroup], kernels: list[GroupKernel],
                  built: dict[str, _Built], statuses: list[TaskStatus]) -> None:
-        self.graph, self.statuses = graph, statuses
+        self.statuses = statuses
         self.input_names = list(graph.inputs)
         self._arrays = _plan_memory(graph, groups)
         self._kernels = kernels
         self._calls: list[Callable[[], None]] = []
+        read: set[str] = set()  # the constants some kernel reads as they are
         for k in kernels:
-            args = [self._arrays[v] for v in k.params]
-            for pack, module in built[k.key].packs:  # constants packed once, here
-                packed = np.empty(pack.packed.shape, pack.packed.dtype)
-                module(args[pack.source], packed)
-                args.append(packed)
-            self._calls.append(built[k.key].main.bind(*args))
+            b = built[k.key]
+            packed = []
+            for pack, module in b.packs:  # constants packed once, here
+                packed.append(np.empty(pack.packed.shape, pack.packed.dtype))
+                module(self._arrays[k.params[pack.source]], packed[-1])
+            self._calls.append(b.main.bind(*(self._arrays[k.params[i]] if kind == "param"
+                                             else packed[i] for kind, i in b.args)))
+            read.update(k.params[i] for kind, i in b.args if kind == "param")
         self.prepacked = sum(len(built[k.key].packs) for k in kernels)
+        # a weight that every kernel reads packed is kept only packed
+        read.update(graph.outputs)
+        self.graph = copy.copy(graph)
+        self.graph.constants = {v: a for v, a in graph.constants.items() if v in read}
+        for v in set(graph.constants) - read:
+            del self._arrays[v]
 
     @property
     def tasks(self) -> list[Task]:

@@ -7,6 +7,13 @@ task, the prior where a task has none), and timed in interleaved rounds against 
 and torch on the same machine, each runner in its own process, all with the machine's cores.
 Outputs are checked against onnxruntime first. Prints a table and saves a bar plot.
 
+Memory (Linux): each onnxruntime and tessel worker starts from the model's serialized ONNX
+bytes; the table gives the memory it takes from there to a compiled model that has run once:
+its peak (VmHWM, reset before building: weight copies, packing, compilation, activations)
+and what stays resident afterwards (VmRSS), both as growth over the worker's resident memory
+before building. torch builds its module from code (its weights are the model), so it has no
+such figure.
+
     tessel tune-model resnet18 --trials 256 --db models.db      # tune first (optional)
     python benchmarks/model_latency.py --models resnet18,bert_layer --db models.db \
         --out benchmarks/results/model_latency.png
@@ -32,14 +39,14 @@ VARIANTS = {"tessel unscheduled": (False, "unscheduled"), "tessel prior": (False
             "tessel tuned": (True, "prior")}  # label -> (uses the database, fallback)
 
 
-def _make(label: str, name: str, kwargs: dict, db: str | None):
-    """The callable `label` runs for model `name` (numpy arrays in), built in this process."""
+def _make(label: str, name: str, kwargs: dict, db: str | None, proto: bytes):
+    """The callable `label` runs for model `name` (numpy arrays in), built in this process;
+    `proto`: the model's serialized ONNX."""
     if label == "onnxruntime":
         import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = os.cpu_count() or 1
-        sess = ort.InferenceSession(models.onnx_model(name, **kwargs).SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(proto, opts, providers=["CPUExecutionProvider"])
         names = [i.name for i in sess.get_inputs()]
         return lambda *xs: sess.run(None, dict(zip(names, xs)))[0]
     if label == "torch":
@@ -51,17 +58,46 @@ def _make(label: str, name: str, kwargs: dict, db: str | None):
             with torch.inference_mode():
                 return module(*(torch.from_numpy(x) for x in xs)).numpy()
         return call
+    import onnx
     use_db, fallback = VARIANTS[label]
-    model = tessel.compile_model(load_model(models.onnx_model(name, **kwargs)),
+    model = tessel.compile_model(load_model(onnx.load_from_string(proto)),
                                  database=db if use_db else None, fallback=fallback)
     print(f"{name}: {label}: {model.report().splitlines()[0]}", flush=True)
     return lambda *xs: model(*xs)[0]
 
 
-def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: list) -> None:
-    """Worker process: build one runner, send its output, then time it on request."""
-    fn = _make(label, name, kwargs, db)
-    conn.send(np.asarray(fn(*feeds)))
+def _memory_kb() -> dict[str, int]:
+    """VmRSS and VmHWM of this process (kB), {} where /proc does not say."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {k: int(v.split()[0]) for k, v in (ln.split(":", 1) for ln in lines)
+            if k in ("VmRSS", "VmHWM")}
+
+
+def _reset_peak() -> bool:
+    """Restart VmHWM from the current resident size (Linux >= 4.0)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: list,
+           proto: bytes) -> None:
+    """Worker process: build one runner, send its output and the memory it took (MB: peak,
+    resident; None for torch or without /proc), then time it on request."""
+    measured = label != "torch" and _reset_peak()
+    before = _memory_kb()
+    fn = _make(label, name, kwargs, db, proto)
+    out = np.asarray(fn(*feeds))
+    after = _memory_kb()
+    mem = None
+    if measured and after:
+        mem = ((after["VmHWM"] - before["VmRSS"]) / 1024, (after["VmRSS"] - before["VmRSS"]) / 1024)
+    conn.send((out, mem))
     while (secs := conn.recv()) is not None:
         samples, start = [], time.perf_counter()
         while not samples or time.perf_counter() - start < secs:
@@ -72,7 +108,7 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
 
 
 def measure(name: str, labels: list[str], db: str | None, image: int | None, rounds: int,
-            budget_s: float) -> dict[str, float]:
+            budget_s: float) -> tuple[dict[str, float], dict[str, tuple[float, float] | None]]:
     """Median seconds per call of each runner. Each runner lives in its own process (thread
     pools of different runtimes in one process slow each other down) and only one process
     runs at a time; rounds are interleaved so load drifts on the machine hit all runners."""
@@ -80,13 +116,14 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
     kwargs = {"image": image} if image and takes_image else {}
     feeds = [e.numpy() for e in models.MODELS[name](**kwargs)[1]]
     ctx = mp.get_context("spawn")
-    workers = {}
+    proto = models.onnx_model(name, **kwargs).SerializeToString()
+    workers, memory = {}, {}
     for label in labels:  # built one at a time: compiling is CPU-heavy too
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, db, feeds))
+        proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, db, feeds, proto))
         proc.start()
         workers[label] = (parent, proc)
-        out = parent.recv()
+        out, memory[label] = parent.recv()
         if label != labels[0]:
             err = float(np.max(np.abs(out - expected)))
             print(f"{name}: {label}: max |err| vs {labels[0]} {err:.1e}", flush=True)
@@ -105,7 +142,14 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
         for conn, proc in workers.values():
             conn.send(None)
             proc.join()
-    return {k: float(np.median(v)) for k, v in samples.items()}
+    return {k: float(np.median(v)) for k, v in samples.items()}, memory
+
+
+def _mem_cell(mem: tuple[float, float] | None, ref: tuple[float, float] | None) -> str:
+    if mem is None:
+        return "-"
+    ratio = f" ({mem[0] / ref[0]:.2f}x)" if ref and ref[0] > 0 else ""
+    return f"{mem[0]:.0f} / {mem[1]:.0f}{ratio}"
 
 
 def plot(rows: dict[str, dict[str, float]], path: str) -> None:
@@ -141,9 +185,10 @@ def main() -> None:
     labels = [*RUNTIMES, *(k for k, (db, _) in VARIANTS.items() if args.db or not db)]
     if args.skip_unscheduled:
         labels.remove("tessel unscheduled")
-    rows = {}
+    rows, memory = {}, {}
     for name in args.models.split(","):
-        rows[name] = measure(name, labels, args.db, args.image, args.rounds, args.budget)
+        rows[name], memory[name] = measure(name, labels, args.db, args.image, args.rounds,
+                                           args.budget)
     width = max(len(k) for k in labels) + 2
     print("\nlatency in ms (median) and speed relative to onnxruntime in the same run")
     print(f"{'model':<17}" + "".join(f"{k:>{width}}" for k in labels))
@@ -151,6 +196,14 @@ def main() -> None:
         ref = row["onnxruntime"]
         cells = "".join(f"{f'{row[k] * 1e3:.2f} ({ref / row[k]:.2f}x)':>{width}}" for k in labels)
         print(f"{name:<17}{cells}")
+    print("\nmemory in MB from the serialized model to a compiled model that ran once: peak / "
+          "resident, and the peak relative to onnxruntime's")
+    cells = {name: [_mem_cell(mem[k], mem.get("onnxruntime")) for k in labels]
+             for name, mem in memory.items()}
+    width = max([width, *(len(c) + 2 for row in cells.values() for c in row)])
+    print(f"{'model':<17}" + "".join(f"{k:>{width}}" for k in labels))
+    for name, row in cells.items():
+        print(f"{name:<17}" + "".join(f"{c:>{width}}" for c in row))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         plot(rows, args.out)

@@ -13,10 +13,11 @@ runs each `Prepack.func` once on the constant (its params: the constant, the pac
 and binds the packed array to `main`, whose params are the kernel's params followed by one
 packed buffer per pack; with `drop_unread=True` (the executor's), a constant that only the
 split-out stages read is no longer a param of `main`, so the model need not keep it once it
-is packed: a weight is stored in the layout its kernel reads, not in both. The tuner measures a workload with constant parameters
-(PrimFunc.constant_params) the same way: the builder splits the stages and the generated
-C packs once, outside the timed calls (tessel.codegen.generate_c's `prepacks`), so the
-search ranks programs by what a compiled model runs.
+is packed: a weight is stored in the layout its kernel reads, not in both. The tuner
+measures a workload with constant parameters (PrimFunc.constant_params) the same way: the
+builder splits the stages and the generated C packs once, outside the timed calls
+(tessel.codegen.generate_c's `prepacks`), so the search ranks programs by what a compiled
+model runs.
 
 A stage qualifies when it is a loop nest at the top of the kernel holding one block, which
 reads nothing but constant parameters and writes one buffer the kernel allocates and no other
@@ -26,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tessel.ir import (CONSTANT_PARAMS, Block, Buffer, BufferLoad, BufferStore, PrimFunc, SeqStmt, Stmt,
-                       collect)
+from tessel.ir import (CONSTANT_PARAMS, Block, Buffer, BufferLoad, BufferStore, PrimFunc,
+                       SeqStmt, Stmt, collect)
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
     after = _memory_kb()
     mem = None
     if measured and after:
-        mem = ((after["VmHWM"] - before["VmRSS"]) / 1024, (after["VmRSS"] - before["VmRSS"]) / 1024)
+        mem = tuple((after[k] - before["VmRSS"]) / 1024 for k in ("VmHWM", "VmRSS"))
     conn.send((out, mem))
     while (secs := conn.recv()) is not None:
         samples, start = [], time.perf_counter()

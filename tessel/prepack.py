@@ -45,6 +45,8 @@ def split_prepacks(func: PrimFunc, constant: set[int], *,
     """`func` without its stages that only rearrange constant parameters (positions in
     `constant`), and those stages as functions of their own; (func, []) when there is none.
     With `drop_unread`, the constants that no stage left in `main` reads leave its params."""
+    if not constant:  # every build of a tuning run asks: nothing to look for
+        return func, []
     realize = func.body
     root = realize.block
     stmts = list(root.body.seq) if isinstance(root.body, SeqStmt) else [root.body]

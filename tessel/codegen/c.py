@@ -257,22 +257,29 @@ _PREAMBLE = """\
 
 #define TESSEL_ALLOC_FAILED 1"""
 
-_TIME_FN = """\
-int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {
-    int32_t status = tessel_entry(args);  // warm-up
-    for (int32_t r = 0; status == 0 && r < repeat; ++r) {
-        struct timespec start, stop;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (int32_t n = 0; status == 0 && n < number; ++n) {
-            status = tessel_entry(args);
-        }
-        clock_gettime(CLOCK_MONOTONIC, &stop);
-        const double secs = (double)(stop.tv_sec - start.tv_sec)
-                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);
-        out_secs[r] = secs / number;
-    }
-    return status;
-}"""
+def _time_source(call: str, setup: tuple[str, ...] = (), teardown: tuple[str, ...] = ()) -> str:
+    """tessel_time: one warm-up `call`, then `repeat` timed batches of `number` calls, each
+    batch's mean seconds per call in out_secs; `setup` runs before (it sets `status`) and
+    `teardown` after, both untimed."""
+    first = [*setup, "    if (status == 0) {", f"        status = {call};  // warm-up", "    }"] \
+        if setup else [f"    int32_t status = {call};  // warm-up"]
+    return "\n".join([
+        "int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {",
+        *first,
+        "    for (int32_t r = 0; status == 0 && r < repeat; ++r) {",
+        "        struct timespec start, stop;",
+        "        clock_gettime(CLOCK_MONOTONIC, &start);",
+        "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
+        f"            status = {call};",
+        "        }",
+        "        clock_gettime(CLOCK_MONOTONIC, &stop);",
+        "        const double secs = (double)(stop.tv_sec - start.tv_sec)",
+        "                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);",
+        "        out_secs[r] = secs / number;",
+        "    }",
+        *teardown,
+        "    return status;",
+        "}"])
 
 
 def wrap_call(head: str, args: list[str], tail: str, indent: str = "", width: int = 100) -> str:
@@ -377,7 +384,7 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
     if not packs:
         parts += ["\n".join(["int32_t tessel_entry(void** args) {",
                              wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),
-                  _TIME_FN]
+                  _time_source("tessel_entry(args)")]
     else:
         parts += _prepacked_entries(kernel, casts, types[n_own:], packs)
     return "\n\n".join(parts) + "\n"
@@ -421,29 +428,13 @@ int32_t tessel_entry(void** args) {{
     tessel_unpack(packed);
     return status;
 }}"""
-    time_fn = f"""\
-int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {{
-    // the constant operands are packed once, outside the timed calls, as a compiled model
-    // packs its weights once
-    void* packed[{n}] = {{0}};
-    int32_t status = tessel_prepack(args, packed);
-    if (status == 0) {{
-        status = tessel_main(args, packed);  // warm-up
-    }}
-    for (int32_t r = 0; status == 0 && r < repeat; ++r) {{
-        struct timespec start, stop;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (int32_t k = 0; status == 0 && k < number; ++k) {{
-            status = tessel_main(args, packed);
-        }}
-        clock_gettime(CLOCK_MONOTONIC, &stop);
-        const double secs = (double)(stop.tv_sec - start.tv_sec)
-                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);
-        out_secs[r] = secs / number;
-    }}
-    tessel_unpack(packed);
-    return status;
-}}"""
+    time_fn = _time_source(
+        "tessel_main(args, packed)",
+        setup=("    // the constant operands are packed once, outside the timed calls, as a",
+               "    // compiled model packs its weights once",
+               f"    void* packed[{n}] = {{0}};",
+               "    int32_t status = tessel_prepack(args, packed);"),
+        teardown=("    tessel_unpack(packed);",))
     return ["\n".join(prepack), "\n".join(unpack), "\n".join(main), entry, time_fn]
 
 

@@ -7,9 +7,10 @@
 A build is `compact_buffers` + `generate_c` + `compile_shared` (as `tessel.build` does, minus
 loading); for a workload with constant parameters (a model's weights), the stages that pack
 them are split out first and the library's tessel_time packs once, outside the timed calls
-(tessel.prepack). An illegal program (CodegenError, IR errors) becomes "invalid_schedule", a compiler
-failure "compile_error" with the compiler's message, and a build that overruns the per-candidate
-timeout "timeout" (its process is then replaced, so a stuck build cannot block the next one).
+(tessel.prepack). An illegal program (CodegenError, IR errors) becomes "invalid_schedule", a
+compiler failure "compile_error" with the compiler's message, and a build that overruns the
+per-candidate timeout "timeout" (its process is then replaced, so a stuck build cannot block
+the next one).
 """
 from __future__ import annotations
 

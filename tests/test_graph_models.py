@@ -68,7 +68,7 @@ def test_fused_resnet_has_one_kernel_per_conv_and_shares_tasks():
     model = tessel.compile_model(module, example_inputs=example, fallback="unscheduled")
     names = [k.func.name for k in model._kernels]
     assert sum("conv" in n for n in names) == 20  # batch norm, bias, add and relu fused in
-    assert names.count("fused_conv_add_relu") == 8
+    assert names.count("fused_conv_blocked_add_relu") == 8  # in blocked channel layouts
     assert len(model.tasks) < len(names) and sum(t.weight for t in model.tasks) == len(names)
 
 

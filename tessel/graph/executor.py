@@ -27,6 +27,7 @@ from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.extras import require
 from tessel.graph.ir import Graph, GraphError, check
+from tessel.graph.layout import apply_layout
 from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import CONSTANT_PARAMS, PrimFunc
@@ -83,8 +84,11 @@ def _is_torch_module(model: Any) -> bool:
                for c in type(model).__mro__)
 
 
-def model_tasks(graph: Graph, target: Target) -> tuple[list[GroupKernel], list[Task]]:
-    """The kernels of a simplified graph and its tuning tasks (one per distinct kernel)."""
+def model_tasks(graph: Graph, target: Target, layout: str = "blocked"
+                ) -> tuple[list[GroupKernel], list[Task]]:
+    """The kernels of a simplified graph in `layout` (tessel.graph.layout) and its tuning
+    tasks (one per distinct kernel)."""
+    graph = apply_layout(graph, layout, target.vector_lanes("float32"))
     kernels = lower_groups(graph, fuse(graph))
     return kernels, extract_tasks(kernels, target)
 
@@ -92,14 +96,14 @@ def model_tasks(graph: Graph, target: Target) -> tuple[list[GroupKernel], list[T
 def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
                database: str | Path | Database | None = "tessel.db",
                input_shapes: dict | None = None, example_inputs: tuple | None = None,
-               **options: Any) -> list[TuneResult]:
+               layout: str = "blocked", **options: Any) -> list[TuneResult]:
     """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
     a torch module with `example_inputs`) within `trials` measurements in all, shared by the
     task scheduler; `options` go to `tune_tasks`. `tessel.compile_model` then runs the model
-    with what the database holds."""
+    with what the database holds (tune and compile in the same `layout`)."""
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
-    _, tasks = model_tasks(graph, target)
+    _, tasks = model_tasks(graph, target, layout)
     return tune_tasks(tasks, trials, database=database, **options)
 
 
@@ -107,15 +111,19 @@ def compile_model(model: Any, target: Target | None = None,
                   database: str | Path | Database | None = None, *,
                   input_shapes: dict[str, Sequence[int]] | None = None,
                   example_inputs: tuple | None = None,
-                  fallback: str = "prior", prepack: bool = True) -> "CompiledModel":
+                  fallback: str = "prior", prepack: bool = True,
+                  layout: str = "blocked") -> "CompiledModel":
     """Compile `model` for `target` with the best kernel `database` holds for each task. A task
     without a record runs, with fallback="prior", the auto space's first expert prior (a
     register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
     unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
-    constant weight into a packed layout get it packed once, here (tessel.prepack)."""
+    constant weight into a packed layout get it packed once, here (tessel.prepack).
+    `layout` "blocked" runs convolutions in blocked channel layouts (NCHW[b]c, converted at
+    the network's boundaries: tessel.graph.layout), "plain" as the model states them."""
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
+    graph = apply_layout(graph, layout, target.vector_lanes("float32"))
     groups = fuse(graph)
     kernels = lower_groups(graph, groups)
     tasks = extract_tasks(kernels, target)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from tessel import ir
+from tessel.arith.linear import linear_form
 from tessel.codegen.c import CodegenError, generate_c
 from tessel.ir import REDUCE, BlockRealize, For, PrimFunc
 from tessel.passes import compact_buffers
@@ -78,6 +79,26 @@ def is_spatial_loop(loop: For) -> bool:
     for r in ir.collect(loop.body, BlockRealize):
         for iv, value in zip(r.block.iter_vars, r.iter_values):
             if iv.kind == REDUCE and ir.uses_var(value, loop.loop_var):
+                return False
+    return True
+
+
+def _fuses_contiguously(innermost: For, outer: For, inner_size: int) -> bool:
+    """Whether fusing `outer` above the vector loops (the innermost one `innermost`, together
+    `inner_size` iterations) keeps every access of the blocks under them a contiguous or a
+    broadcast vector: each address steps by `inner_size` times the innermost loop's step."""
+    for realize in ir.collect(innermost, BlockRealize):
+        bind = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+        for access in ir.collect(realize.block.body, (ir.BufferLoad, ir.BufferStore)):
+            flat: ir.Expr = ir.const(0, "int32")
+            for index, n in zip(access.indices, access.buffer.shape):
+                flat = flat * int(n) + index
+            form = linear_form(ir.substitute(flat, bind))
+            if form is None:
+                if ir.uses_var(ir.substitute(flat, bind), outer.loop_var):
+                    return False
+                continue
+            if form.get(outer.loop_var, 0) != inner_size * form.get(innermost.loop_var, 0):
                 return False
     return True
 
@@ -262,6 +283,9 @@ class RewriteParallelVectorizeUnroll:
             ok = node.kind == "serial" and is_spatial_loop(node) and prod * node.extent <= max_extent
             if not ok or (chosen and (prod >= self.lanes or sch.get(chosen[0]) is not node.body)):
                 break
+            vector = [sch.get(l) for l in chosen if sch.get(l).extent > 1]
+            if vector and node.extent > 1 and not _fuses_contiguously(vector[-1], node, prod):
+                break  # 8 channels of a blocked layout and 8 pixels: the reads would gather
             chosen.insert(0, loop)
             prod *= node.extent
         if prod > 1:

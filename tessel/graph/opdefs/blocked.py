@@ -1,0 +1,255 @@
+"""Operators on blocked channel layouts (NCHW[b]c): data (N, C/b, H, W, b), the channel
+axis split into C/b blocks of b channels that sit innermost, next to each other in memory.
+
+A convolution in this layout reads and writes whole vectors of channels: its register tile
+holds b output channels of a few output pixels, its weight is stored in the order it is read,
+and a stride-2 window steps over whole vectors, not over every other float. The layout pass
+(tessel.graph.layout) puts convolutions into it and lets the layout flow through the
+operators that do not care (elementwise math, residual adds, pooling), so a network converts
+at its boundaries, not between layers:
+
+- `to_blocked` / `from_blocked`: NC[D]HW <-> NC[D]HW[b]c (the channel count a multiple of b);
+- `conv_blocked`: a 2-d convolution, data (N, C/ib, H, W, ib), weight (O/ob, C/g/ib', KH, KW,
+  ib', ob) (ib' = ib for groups=1; groups=C, depthwise, has ib' = 1, one input channel per
+  output channel, and ib = ob), optional bias (O,); output (N, O/ob, H', W', ob). A plain
+  NCHW tensor is NCHW[1]c as it lies in memory (a reshape), so a network's first convolution
+  reads its input with ib = 1;
+- `max_pool_blocked`: max pooling over the two spatial axes of (N, C/b, H, W, b).
+
+Their numpy references unblock, compute the plain operator's reference and block again, so
+the registry test checks the lowerings against the plain operators' semantics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tessel import te
+from tessel.graph.ir import TensorType, check
+from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64,
+                                      ints)
+from tessel.graph.opdefs.nn import (_conv_infer, _conv_reference, _conv_torch, _pool_after,
+                                    _pool_infer, _pool_reference, _pool_torch)
+from tessel.ops.common import named, pad_tensor
+
+
+# ---- numpy layout helpers (also the layout pass's weight transforms) ----
+
+def block_array(x: np.ndarray, block: int) -> np.ndarray:
+    """(N, C, *S) -> (N, C/block, *S, block)."""
+    n, c, *sp = x.shape
+    return np.ascontiguousarray(np.moveaxis(x.reshape(n, c // block, block, *sp), 2, -1))
+
+
+def unblock_array(x: np.ndarray) -> np.ndarray:
+    """(N, C/b, *S, b) -> (N, C, *S)."""
+    n, cb, *sp, b = x.shape
+    return np.ascontiguousarray(np.moveaxis(x, -1, 2).reshape(n, cb * b, *sp))
+
+
+def block_weight(w: np.ndarray, in_block: int, out_block: int) -> np.ndarray:
+    """OIHW (I = C/groups) -> (O/ob, I/ib, KH, KW, ib, ob), the order a blocked conv reads."""
+    o, i, kh, kw = w.shape
+    w = w.reshape(o // out_block, out_block, i // in_block, in_block, kh, kw)
+    return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 3, 1))
+
+
+def unblock_weight(w: np.ndarray) -> np.ndarray:
+    oo, io, kh, kw, ib, ob = w.shape
+    return np.ascontiguousarray(w.transpose(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw))
+
+
+# ---- to_blocked / from_blocked ----
+
+def _to_blocked_infer(inputs, attrs, label):
+    x, b = inputs[0].shape, attrs["block"]
+    check(isinstance(b, int) and b >= 1, f"node {label} (to_blocked): block must be a "
+                                         f"positive int, got {b!r}")
+    check(len(x) >= 3 and x[1] % b == 0, f"node {label} (to_blocked): data {x} needs a channel "
+                                         f"axis (1) divisible by the block {b}")
+    return (x[0], x[1] // b, *x[2:], b)
+
+
+def _to_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, = args
+    b = a["block"]
+    return elementwise(out.shape, lambda i: x[(i[0], i[1] * b + i[-1], *i[2:-1])], name)
+
+
+def _from_blocked_infer(inputs, attrs, label):
+    x = inputs[0].shape
+    check(len(x) >= 4, f"node {label} (from_blocked): data {x} must be (N, C/b, *spatial, b)")
+    return (x[0], x[1] * x[-1], *x[2:-1])
+
+
+def _from_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, = args
+    b = x.shape[-1]
+    return elementwise(out.shape, lambda i: x[(i[0], i[1] // b, *i[2:], i[1] % b)], name)
+
+
+def _torch_block(t, x, block):
+    n, c, *sp = x.shape
+    return x.reshape(n, c // block, block, *sp).movedim(2, -1)
+
+
+def _torch_unblock(t, x):
+    n, cb, *sp, b = x.shape
+    return x.movedim(-1, 2).reshape(n, cb * b, *sp)
+
+
+define("to_blocked", "injective", _to_blocked_infer, _to_blocked_lower,
+       lambda args, a, out: block_array(args[0], a["block"]), attrs=dict(block=REQUIRED),
+       layout="barrier", keeps_dtype=True, torch=_torch_block,
+       examples=[Example(((2, 12, 5, 3),), dict(block=4)),
+                 Example(((1, 16, 3),), dict(block=16))])
+define("from_blocked", "injective", _from_blocked_infer, _from_blocked_lower,
+       lambda args, a, out: unblock_array(args[0]), layout="barrier", keeps_dtype=True,
+       torch=_torch_unblock, examples=[Example(((2, 3, 5, 3, 4),)), Example(((1, 1, 3, 8),))])
+
+
+# ---- conv_blocked ----
+
+def _plain_conv_types(inputs: list[TensorType], attrs: Attrs, label: str
+                      ) -> tuple[TensorType, TensorType]:
+    """The NCHW data and OIHW weight types a blocked conv's operands stand for."""
+    x, w = inputs[0].shape, inputs[1].shape
+    check(len(x) == 5 and len(w) == 6, f"node {label} (conv_blocked): data {x} must be (N, "
+                                       f"C/ib, H, W, ib) and weight {w} (O/ob, I/ib, KH, KW, "
+                                       f"ib, ob)")
+    groups, channels = attrs["groups"], x[1] * x[4]
+    if groups == 1:
+        check(w[1] * w[4] == channels and w[4] == x[4],
+              f"node {label} (conv_blocked): weight {w} does not read data {x} (groups=1)")
+    else:
+        check(groups == channels and w[0] * w[5] == channels and w[1] == w[4] == 1
+              and w[5] == x[4], f"node {label} (conv_blocked): groups={groups} must be 1 or "
+                                f"the {channels} channels (depthwise, weight (C/b, 1, KH, KW, "
+                                f"1, b) of the data's block), got weight {w}")
+    return (TensorType((x[0], channels, x[2], x[3])),
+            TensorType((w[0] * w[5], w[1] * w[4], w[2], w[3])))
+
+
+def _conv_blocked_infer(inputs, attrs, label):
+    data, weight = _plain_conv_types(inputs, attrs, label)
+    plain = [data, weight]
+    if len(inputs) > 2:
+        plain.append(inputs[2])
+    n, o, *sp = _conv_infer(plain, attrs, label)
+    ob = inputs[1].shape[5]
+    return (n, o // ob, *sp, ob)
+
+
+def _conv_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, w, *bias = args
+    stride, dil, pads = a["strides"], a["dilations"], a["pads"]
+    depthwise = a["groups"] != 1
+    _, cob, _, _, ib = x.shape
+    kh, kw, ob = w.shape[2], w.shape[3], w.shape[5]
+    padded = pad_tensor(x, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0), 0,
+                        ("n", "c", "h", "w", "b"), name=f"{name}_pad")
+    ry, rx = te.reduce_axis(kh, name="ry"), te.reduce_axis(kw, name="rx")
+    if depthwise:
+        def body(n, o, y, x_, oi):
+            win = padded[n, o, y * stride[0] + ry * dil[0], x_ * stride[1] + rx * dil[1], oi]
+            return te.sum(win * w[o, 0, ry, rx, 0, oi], axis=[ry, rx])
+    else:
+        rco = te.reduce_axis(cob, name="rco") if cob > 1 else None
+        rci = te.reduce_axis(ib, name="rci") if ib > 1 else None
+        raxes = [r for r in (rco, rci) if r is not None] + [ry, rx]
+
+        def body(n, o, y, x_, oi):
+            co = rco if rco is not None else 0
+            ci = rci if rci is not None else 0
+            win = padded[n, co, y * stride[0] + ry * dil[0], x_ * stride[1] + rx * dil[1], ci]
+            return te.sum(win * w[o, co, ry, rx, ci, oi], axis=raxes)
+
+    stage = f"{name}_conv" if bias else name
+    conv = te.compute(out.shape, named(body, ("n", "o", "y", "x", "oi")), name=stage)
+    if not bias:
+        return conv
+    b = bias[0]
+    return elementwise(out.shape, lambda i: conv[i] + b[i[1] * ob + i[4]], name)
+
+
+def _conv_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+    plain = [unblock_array(f64(args[0])), unblock_weight(args[1]), *args[2:]]
+    return block_array(_conv_reference(plain, a, out), out.shape[-1])
+
+
+def _conv_blocked_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
+    oo, io, kh, kw, ib, ob = w.shape
+    plain_w = w.permute(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw)
+    y = _conv_torch(t, _torch_unblock(t, x), plain_w, b, strides=strides, pads=pads,
+                    dilations=dilations, groups=groups)
+    return _torch_block(t, y, ob)
+
+
+def _check_conv_attrs(inputs, attrs, label):
+    attrs["strides"] = ints(label, "conv_blocked", "strides", attrs["strides"] or (1, 1), 2)
+    attrs["dilations"] = ints(label, "conv_blocked", "dilations", attrs["dilations"] or (1, 1), 2)
+    attrs["pads"] = ints(label, "conv_blocked", "pads", attrs["pads"] or (0,) * 4, 4)
+    return _conv_blocked_infer(inputs, attrs, label)
+
+
+define("conv_blocked", "anchor", _check_conv_attrs, _conv_blocked_lower,
+       _conv_blocked_reference, attrs=dict(strides=None, pads=None, dilations=None, groups=1),
+       inputs=(2, 3), layout="anchor", torch=_conv_blocked_torch, examples=[
+           # plain input (ib = 1), blocked input, bias, stride, dilation, depthwise
+           Example(((1, 3, 9, 7, 1), (2, 3, 3, 3, 1, 4), (8,)), dict(pads=(1, 1, 1, 1))),
+           Example(((1, 2, 9, 7, 4), (3, 2, 3, 3, 4, 4)), dict(strides=(2, 2),
+                                                               pads=(1, 0, 1, 1))),
+           Example(((2, 3, 8, 9, 2), (1, 3, 1, 1, 2, 8))),
+           Example(((1, 2, 11, 9, 4), (2, 1, 3, 3, 1, 4), (8,)),
+                   dict(pads=(1, 1, 1, 1), groups=8)),
+           Example(((1, 3, 9, 9, 4), (3, 1, 3, 3, 1, 4)),
+                   dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(2, 1), groups=12))])
+
+
+# ---- max_pool_blocked ----
+
+def _pool_blocked_infer(inputs, attrs, label):
+    x = inputs[0].shape
+    check(len(x) == 5, f"node {label} (max_pool_blocked): data {x} must be (N, C/b, H, W, b)")
+    plain = TensorType((x[0], x[1] * x[4], x[2], x[3]))
+    n, c, *sp = _pool_infer([plain], attrs, label)
+    return (x[0], x[1], *sp, x[4])
+
+
+def _pool_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, = args
+    plain = te.placeholder((x.shape[0], x.shape[1], x.shape[2], x.shape[3]), x.dtype)
+    after = _pool_after(plain, a, out.shape[2:4])
+    low = te.identity_of("max", x.dtype)
+    padded = pad_tensor(x, (0, 0, a["pads"][0], a["pads"][1], 0), (0, 0, *after, 0), low,
+                        ("n", "c", "h", "w", "b"), name=f"{name}_pad")
+    ry, rx = te.reduce_axis(a["kernel"][0], name="ry"), te.reduce_axis(a["kernel"][1], name="rx")
+    sy, sx = a["strides"]
+
+    def body(n, c, y, x_, b):
+        return te.max(padded[n, c, y * sy + ry, x_ * sx + rx, b], axis=[ry, rx])
+
+    return te.compute(out.shape, named(body, ("n", "c", "y", "x", "b")), name=name)
+
+
+def _pool_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+    x = unblock_array(args[0])
+    plain_out = TensorType((out.shape[0], out.shape[1] * out.shape[4], *out.shape[2:4]))
+    return block_array(_pool_reference([x], a, plain_out, is_max=True), out.shape[4])
+
+
+def _pool_blocked_torch(t, x, *, kernel, strides, pads, ceil_mode):
+    y = _pool_torch(t, _torch_unblock(t, x), kernel=kernel, strides=strides, pads=pads,
+                    ceil_mode=ceil_mode)
+    return _torch_block(t, y, x.shape[-1])
+
+
+define("max_pool_blocked", "reduce", _pool_blocked_infer, _pool_blocked_lower,
+       _pool_blocked_reference, attrs=dict(kernel=REQUIRED, strides=None, pads=None,
+                                            ceil_mode=False),
+       layout="channelwise", torch=_pool_blocked_torch, examples=[
+           Example(((1, 2, 7, 9, 4),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+           Example(((1, 3, 11, 13, 2),), dict(kernel=(3, 2), strides=(2, 2),
+                                              pads=(1, 1, 1, 1), ceil_mode=True))])
+
+
+__all__ = ["block_array", "unblock_array", "block_weight", "unblock_weight"]

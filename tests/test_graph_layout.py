@@ -1,0 +1,139 @@
+"""Blocked channel layouts (tessel.graph.layout): the pass gives the plain graph's outputs on
+every zoo model and on odd channel counts (blocks of 16 and of 8, channels that divide into
+neither), converts only at the network's boundaries, and keeps each weight only in the
+layout its kernel reads; compiled models in both layouts compute the same."""
+import numpy as np
+import pytest
+
+import tessel
+from tessel.graph import Graph, GraphError
+from tessel.graph.executor import load_model
+from tessel.graph.layout import block_layouts
+from tessel.graph.opdefs.blocked import block_array, block_weight, unblock_array, unblock_weight
+from tessel.graph.reference import run_graph
+
+from isa import ISA_PRESETS, runs_here
+
+RTOL, ATOL = 1e-4, 1e-4
+
+
+def _close(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL * scale)
+
+
+def _odd_cnn(c_in=5, h=13, w=11):
+    """Channels 5 (no block), 24 (blocks of 8 only), 20 (none), 32 (16): a stem, a depthwise
+    stride-2 conv, a plain conv between blocked ones, a residual add, max pooling, a constant
+    per-channel scale, the global pool, a dense head."""
+    rng = np.random.default_rng(0)
+
+    def const(g, name, *shape):
+        return g.add_constant(name, rng.standard_normal(shape).astype("float32") * 0.3)
+
+    g = Graph("odd")
+    x = g.add_input("x", (1, c_in, h, w))
+    a = g.add_node("conv", [x, const(g, "w0", 24, c_in, 3, 3), const(g, "b0", 24)],
+                   pads=(1, 1, 1, 1))
+    a = g.add_node("relu", [a])
+    d = g.add_node("conv", [a, const(g, "w1", 24, 1, 3, 3)], strides=(2, 2), pads=(1, 1, 1, 1),
+                   groups=24)
+    d = g.add_node("clip", [d], min=0.0, max=6.0)
+    p = g.add_node("conv", [d, const(g, "w2", 20, 24, 1, 1)])  # 20: stays plain
+    q = g.add_node("conv", [p, const(g, "w3", 32, 20, 3, 3)], pads=(1, 1, 1, 1))
+    r = g.add_node("conv", [d, const(g, "w4", 32, 24, 1, 1), const(g, "b4", 32)])
+    s = g.add_node("relu", [g.add_node("add", [q, r])])
+    s = g.add_node("max_pool", [s], kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+                   ceil_mode=True)
+    s = g.add_node("mul", [s, const(g, "scale", 1, 32, 1, 1)])
+    s = g.add_node("add", [s, g.add_constant("half", np.float32(0.5))])
+    side = g.add_node("sigmoid", [s])  # a second model output, blocked inside
+    pooled = g.add_node("global_avg_pool", [s])
+    flat = g.add_node("reshape", [pooled], shape=(1, 32))
+    g.set_outputs([g.add_node("dense", [flat, const(g, "wd", 7, 32), const(g, "bd", 7)]), side])
+    return g
+
+
+def test_numpy_block_helpers_invert_each_other():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 24, 3, 5))
+    assert block_array(x, 8).shape == (2, 3, 3, 5, 8)
+    np.testing.assert_array_equal(block_array(x, 8)[1, 2, 0, 4, 3], x[1, 19, 0, 4])
+    np.testing.assert_array_equal(unblock_array(block_array(x, 8)), x)
+    w = rng.standard_normal((32, 24, 3, 3))
+    assert block_weight(w, 8, 16).shape == (2, 3, 3, 3, 8, 16)
+    np.testing.assert_array_equal(unblock_weight(block_weight(w, 8, 16)), w)
+
+
+@pytest.mark.parametrize("lanes", [16, 8])
+def test_odd_channels_give_the_plain_graphs_outputs(lanes):
+    g = _odd_cnn()
+    blocked = block_layouts(g, lanes)
+    ops = blocked.op_counts()
+    if lanes == 16:  # blocks of 16 or 8: the 20-channel conv stays plain
+        assert ops["conv_blocked"] == 4 and ops["conv"] == 1
+    else:  # blocks of 8 or 4: 20 channels are 5 blocks of 4
+        assert ops["conv_blocked"] == 5 and "conv" not in ops
+    assert ops["max_pool_blocked"] == 1 and "global_avg_pool" not in ops
+    feeds = [np.random.default_rng(2).standard_normal((1, 5, 13, 11)).astype("float32")]
+    _close(run_graph(blocked, feeds), run_graph(g, feeds))
+    assert blocked.outputs == g.outputs
+    assert [blocked.types[v].shape for v in blocked.outputs] == [(1, 7), (1, 32, 4, 4)]
+
+
+def test_conversions_only_where_a_plain_reader_needs_them():
+    g = _odd_cnn()
+    blocked = block_layouts(g, 16)
+    ops = blocked.op_counts()
+    # out of blocks: into the 20-channel conv, the sigmoid output; the pooled (1x1) value is
+    # a reshape; into blocks: nothing (the 20-channel conv's output is read as NCHW[1]c)
+    assert ops["from_blocked"] == 2 and "to_blocked" not in ops
+    # the stem reads the NCHW input as it lies (NCHW[1]c), a view
+    stem = next(n for n in blocked.nodes if n.op == "conv_blocked")
+    assert blocked.types[stem.inputs[0]].shape == (1, 5, 13, 11, 1)
+    # every weight is stored once, in the layout its kernel reads
+    assert not {"w0", "w1", "w3", "w4", "scale"} & set(blocked.constants)
+    assert blocked.constants["w2"].shape == (20, 24, 1, 1)  # the plain conv's own
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "dqn"])
+def test_zoo_cnns_convert_only_at_their_boundaries(name):
+    from tessel.graph import models
+    graph = models.torch_graph(name, **{"resnet18": dict(image=40), "mobilenet_v2":
+                                        dict(image=36), "dqn": dict(image=52)}[name])
+    blocked = block_layouts(load_model(graph), 16)
+    ops = blocked.op_counts()
+    assert ops.get("conv", 0) == 0 and ops["conv_blocked"] == load_model(graph).op_counts()["conv"]
+    assert ops.get("to_blocked", 0) == 0 and ops.get("from_blocked", 0) <= 1
+
+
+def test_a_graph_without_convolutions_is_unchanged():
+    g = Graph("mlp")
+    x = g.add_input("x", (3, 8))
+    g.set_outputs([g.add_node("relu", [g.add_node("dense", [x, g.add_constant(
+        "w", np.ones((4, 8), "float32"))])])])
+    assert str(block_layouts(g, 16)) == str(g)
+
+
+def test_bad_lanes_and_layouts_are_named():
+    with pytest.raises(GraphError, match="lanes"):
+        block_layouts(_odd_cnn(), 0)
+    with pytest.raises(GraphError, match="layout must be one of"):
+        tessel.compile_model(_odd_cnn(), layout="nhwc")
+
+
+@ISA_PRESETS
+def test_compiled_models_in_both_layouts_compute_the_same(target):
+    """Kernels on their expert priors, in blocks of 16 (AVX-512) and of 8 (AVX2)."""
+    if not runs_here(target):
+        pytest.skip(f"{target} code does not run on this host")
+    g = _odd_cnn(c_in=3, h=17, w=9)
+    feeds = [np.random.default_rng(3).standard_normal((1, 3, 17, 9)).astype("float32")]
+    want = run_graph(g, feeds)
+    plain = tessel.compile_model(g, target, layout="plain")
+    blocked = tessel.compile_model(g, target)
+    assert any(k.func.name.startswith("fused_conv_blocked") for k in blocked._kernels)
+    _close(plain(*feeds), want)
+    _close(blocked(*feeds), want)

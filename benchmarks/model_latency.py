@@ -7,8 +7,8 @@ task, the prior where a task has none), and timed in interleaved rounds against 
 and torch on the same machine, each runner in its own process, all with the machine's cores.
 Outputs are checked against onnxruntime first. Prints a table and saves a bar plot.
 
-Memory (Linux): each onnxruntime and tessel worker starts from the model's serialized ONNX
-bytes; the table gives the memory it takes from there to a compiled model that has run once:
+Memory (Linux): each onnxruntime and tessel worker starts from the model's ONNX file (written
+once, by the parent); the table gives the memory it takes from there to a compiled model that has run once:
 its peak (VmHWM, reset before building: weight copies, packing, compilation, activations)
 and what stays resident afterwards (VmRSS), both as growth over the worker's resident memory
 before building. torch builds its module from code (its weights are the model), so it has no
@@ -24,6 +24,7 @@ import argparse
 import inspect
 import multiprocessing as mp
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +32,6 @@ import numpy as np
 
 import tessel
 from tessel.graph import models
-from tessel.graph.executor import load_model
 
 
 RUNTIMES = ("onnxruntime", "torch")
@@ -39,14 +39,14 @@ VARIANTS = {"tessel unscheduled": (False, "unscheduled"), "tessel prior": (False
             "tessel tuned": (True, "prior")}  # label -> (uses the database, fallback)
 
 
-def _make(label: str, name: str, kwargs: dict, db: str | None, proto: bytes):
-    """The callable `label` runs for model `name` (numpy arrays in), built in this process;
-    `proto`: the model's serialized ONNX."""
+def _make(label: str, name: str, kwargs: dict, db: str | None, path: str, layout: str):
+    """The callable `label` runs for model `name` (numpy arrays in), built in this process
+    from the model's ONNX file `path`."""
     if label == "onnxruntime":
         import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = os.cpu_count() or 1
-        sess = ort.InferenceSession(proto, opts, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         names = [i.name for i in sess.get_inputs()]
         return lambda *xs: sess.run(None, dict(zip(names, xs)))[0]
     if label == "torch":
@@ -58,10 +58,9 @@ def _make(label: str, name: str, kwargs: dict, db: str | None, proto: bytes):
             with torch.inference_mode():
                 return module(*(torch.from_numpy(x) for x in xs)).numpy()
         return call
-    import onnx
     use_db, fallback = VARIANTS[label]
-    model = tessel.compile_model(load_model(onnx.load_from_string(proto)),
-                                 database=db if use_db else None, fallback=fallback)
+    model = tessel.compile_model(path, database=db if use_db else None, fallback=fallback,
+                                 layout=layout)
     print(f"{name}: {label}: {model.report().splitlines()[0]}", flush=True)
     return lambda *xs: model(*xs)[0]
 
@@ -86,12 +85,12 @@ def _reset_peak() -> bool:
 
 
 def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: list,
-           proto: bytes) -> None:
+           path: str, layout: str) -> None:
     """Worker process: build one runner, send its output and the memory it took (MB: peak,
     resident; None for torch or without /proc), then time it on request."""
     measured = label != "torch" and _reset_peak()
     before = _memory_kb()
-    fn = _make(label, name, kwargs, db, proto)
+    fn = _make(label, name, kwargs, db, path, layout)
     out = np.asarray(fn(*feeds))
     after = _memory_kb()
     mem = None
@@ -108,7 +107,8 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
 
 
 def measure(name: str, labels: list[str], db: str | None, image: int | None, rounds: int,
-            budget_s: float) -> tuple[dict[str, float], dict[str, tuple[float, float] | None]]:
+            budget_s: float, layout: str = "blocked"
+            ) -> tuple[dict[str, float], dict[str, tuple[float, float] | None]]:
     """Median seconds per call of each runner. Each runner lives in its own process (thread
     pools of different runtimes in one process slow each other down) and only one process
     runs at a time; rounds are interleaved so load drifts on the machine hit all runners."""
@@ -116,11 +116,14 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
     kwargs = {"image": image} if image and takes_image else {}
     feeds = [e.numpy() for e in models.MODELS[name](**kwargs)[1]]
     ctx = mp.get_context("spawn")
-    proto = models.onnx_model(name, **kwargs).SerializeToString()
+    tmp = tempfile.TemporaryDirectory()
+    path = str(Path(tmp.name) / f"{name}.onnx")
+    Path(path).write_bytes(models.onnx_model(name, **kwargs).SerializeToString())
     workers, memory = {}, {}
     for label in labels:  # built one at a time: compiling is CPU-heavy too
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, db, feeds, proto))
+        proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, db, feeds, path,
+                                                layout))
         proc.start()
         workers[label] = (parent, proc)
         out, memory[label] = parent.recv()
@@ -142,6 +145,7 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
         for conn, proc in workers.values():
             conn.send(None)
             proc.join()
+        tmp.cleanup()
     return {k: float(np.median(v)) for k, v in samples.items()}, memory
 
 
@@ -179,6 +183,8 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=10.0, help="seconds of timing per runner")
     p.add_argument("--skip-unscheduled", action="store_true",
                    help="leave out the unscheduled variant (seconds per call on the big CNNs)")
+    p.add_argument("--layout", choices=("blocked", "plain"), default="blocked",
+                   help="tessel's convolution layout (tune the database in the same one)")
     p.add_argument("--out", default=None, help="save a bar plot here")
     args = p.parse_args()
     print(f"target: {tessel.Target('host')}")
@@ -188,7 +194,7 @@ def main() -> None:
     rows, memory = {}, {}
     for name in args.models.split(","):
         rows[name], memory[name] = measure(name, labels, args.db, args.image, args.rounds,
-                                           args.budget)
+                                           args.budget, args.layout)
     width = max(len(k) for k in labels) + 2
     print("\nlatency in ms (median) and speed relative to onnxruntime in the same run")
     print(f"{'model':<17}" + "".join(f"{k:>{width}}" for k in labels))

@@ -14,6 +14,7 @@ from tessel.graph import models  # noqa: E402
 SIZES = {
     "resnet18": dict(image=40),
     "mobilenet_v2": dict(image=36),
+    "squeezenet": dict(image=39),
     "bert_layer": dict(seq=7, hidden=96, heads=4, ffn=160),
     "dqn": dict(image=52),
     "dcgan_generator": dict(latent=11, width=8),

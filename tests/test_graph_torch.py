@@ -60,6 +60,7 @@ class Fn(nn.Module):
 SMALL = {
     "resnet18": dict(image=32),
     "mobilenet_v2": dict(image=32),
+    "squeezenet": dict(image=39),
     "bert_layer": dict(seq=8),
     "dqn": dict(),
     "dcgan_generator": dict(width=16),
@@ -69,6 +70,7 @@ OP_COUNTS = {
                      reshape=1, dense=1),
     "mobilenet_v2": dict(conv=52, batch_norm=52, clip=35, add=10, global_avg_pool=1,
                          reshape=1, dense=1),
+    "squeezenet": dict(conv=26, relu=26, max_pool=3, concat=8, global_avg_pool=1, reshape=1),
     "bert_layer": dict(dense=6, reshape=4, transpose=5, matmul=2, div=1, softmax=1, add=2,
                        layer_norm=2, gelu=1),
     "dqn": dict(conv=3, relu=4, reshape=1, dense=2),
@@ -77,6 +79,7 @@ OP_COUNTS = {
 SHAPES = {  # input shape, output shape
     "resnet18": ((1, 3, 32, 32), (1, 1000)),
     "mobilenet_v2": ((1, 3, 32, 32), (1, 1000)),
+    "squeezenet": ((1, 3, 39, 39), (1, 1000)),
     "bert_layer": ((1, 8, 768), (1, 8, 768)),
     "dqn": ((1, 4, 84, 84), (1, 18)),
     "dcgan_generator": ((1, 100, 1, 1), (1, 3, 64, 64)),

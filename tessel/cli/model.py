@@ -23,6 +23,7 @@ import tessel
 from tessel.cli.tune import DEFAULT_DB, CliError, _ints
 from tessel.graph import models
 from tessel.graph.executor import load_model, model_tasks
+from tessel.graph.layout import LAYOUTS
 from tessel.graph.reference import run_graph
 
 
@@ -56,7 +57,7 @@ def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     graph = load_graph(args)
-    kernels, tasks = model_tasks(graph, tessel.Target("host"))
+    kernels, tasks = model_tasks(graph, tessel.Target("host"), args.layout)
     print(f"{graph.name}: {len(graph.nodes)} nodes -> {len(kernels)} kernels -> "
           f"{len(tasks)} tasks")
     for t in tasks:
@@ -69,7 +70,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     results = tessel.tune_model(graph, tessel.Target("host"), args.trials, database=args.db,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
-                                seed=args.seed)
+                                seed=args.seed, layout=args.layout)
     print(f"{graph.name}: {len(results)} tasks, records in {args.db}")
     for r in results:
         trials = r.trials_before + len(r.history)
@@ -85,7 +86,8 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
 def cmd_run_model(args: argparse.Namespace) -> int:
     graph = load_graph(args)
     model = tessel.compile_model(graph, tessel.Target("host"),
-                                 args.db if Path(args.db).exists() else None)
+                                 args.db if Path(args.db).exists() else None,
+                                 layout=args.layout)
     print(model.report())
     rng = np.random.default_rng(args.seed)
     feeds = [rng.standard_normal(graph.types[v].shape).astype(np.float32) for v in graph.inputs]
@@ -115,6 +117,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="importer for zoo models (default torch)")
     p.add_argument("--image", type=int, default=None, help="image size of zoo CNNs")
     p.add_argument("--db", default=DEFAULT_DB, help=f"record database (default {DEFAULT_DB})")
+    p.add_argument("--layout", choices=LAYOUTS, default="blocked",
+                   help="convolutions in blocked channel layouts (NCHW[b]c, default) or as the "
+                        "model states them (plain); tune and run in the same one (run-model "
+                        "also takes auto: both compiled and timed, the faster kept)")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -132,6 +138,7 @@ def add_commands(sub) -> None:
     p.set_defaults(fn=cmd_tune_model)
     p = sub.add_parser("run-model", help="compile a model with the database, check and time it")
     _model_args(p)
+    next(a for a in p._actions if a.dest == "layout").choices = (*LAYOUTS, "auto")
     p.add_argument("--repeat", type=int, default=10)
     p.set_defaults(fn=cmd_run_model)
 

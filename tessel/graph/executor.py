@@ -27,7 +27,7 @@ from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.extras import require
 from tessel.graph.ir import Graph, GraphError, check
-from tessel.graph.layout import apply_layout
+from tessel.graph.layout import LAYOUTS, apply_layout
 from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import CONSTANT_PARAMS, PrimFunc
@@ -118,16 +118,40 @@ def compile_model(model: Any, target: Target | None = None,
     register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
     unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
     constant weight into a packed layout get it packed once, here (tessel.prepack).
+
     `layout` "blocked" runs convolutions in blocked channel layouts (NCHW[b]c, converted at
-    the network's boundaries: tessel.graph.layout), "plain" as the model states them."""
+    the network's boundaries: tessel.graph.layout), "plain" as the model states them, "auto"
+    compiles both, times each on random inputs and keeps the faster (compiling takes twice
+    as long, and both are in memory for a moment)."""
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    check(layout in (*LAYOUTS, "auto"), f"layout must be one of {(*LAYOUTS, 'auto')}, got "
+                                        f"{layout!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
-    graph = apply_layout(graph, layout, target.vector_lanes("float32"))
+    del model  # an ONNX proto (or module) the caller does not hold is freed before packing
+    db = _open(database)
+    lanes = target.vector_lanes("float32")
+    if layout != "auto":
+        graph = apply_layout(graph, layout, lanes)  # (the graph before it is let go)
+        return _compile(graph, target, db, fallback, prepack, layout)
+    best, times = None, {}
+    for candidate in LAYOUTS:
+        own = copy.copy(apply_layout(graph, candidate, lanes))  # (its constants let go as
+        own.constants = dict(own.constants)                    # packed, not the shared ones)
+        compiled = _compile(own, target, db, fallback, prepack, candidate)
+        times[candidate] = compiled.latency()
+        if best is None or times[candidate] < times[best.layout]:
+            best = compiled
+        del compiled
+    best.layout_times = times
+    return best
+
+
+def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, prepack: bool,
+             layout: str) -> "CompiledModel":
     groups = fuse(graph)
     kernels = lower_groups(graph, groups)
     tasks = extract_tasks(kernels, target)
-    db = _open(database)
     built: dict[str, _Built] = {}
     statuses = []
     space = make_space("auto", target) if fallback == "prior" else None
@@ -148,7 +172,7 @@ def compile_model(model: Any, target: Target | None = None,
         main, packs = split_prepacks(func, constant, drop_unread=True)
         built[task.key] = _Built(build(main, target), [(p, build(p.func, target)) for p in packs],
                                  _arg_sources(main, func, packs))
-    return CompiledModel(graph, groups, kernels, built, statuses)
+    return CompiledModel(graph, groups, kernels, built, statuses, layout)
 
 
 @dataclass(frozen=True)
@@ -197,14 +221,23 @@ class CompiledModel:
     """A model ready to run: `model(*inputs)` returns its outputs as a list of arrays."""
 
     def __init__(self, graph: Graph, groups: list[FusedGroup], kernels: list[GroupKernel],
-                 built: dict[str, _Built], statuses: list[TaskStatus]) -> None:
+                 built: dict[str, _Built], statuses: list[TaskStatus],
+                 layout: str = "plain") -> None:
         self.statuses = statuses
+        self.layout = layout  # the graph's convolution layout (tessel.graph.layout)
+        self.layout_times: dict[str, float] | None = None  # layout="auto": seconds per call
         self.input_names = list(graph.inputs)
         self._arrays = _plan_memory(graph, groups)
         self._kernels = kernels
         self._calls: list[Callable[[], None]] = []
-        read: set[str] = set()  # the constants some kernel reads as they are
-        for k in kernels:
+        # a weight that every kernel reads packed is kept only packed: let go of the original
+        # as soon as its last packing ran (the peak holds one weight twice, not all of them)
+        read = {k.params[i] for k in kernels for kind, i in built[k.key].args if kind == "param"}
+        read.update(graph.outputs)
+        last_pack = {k.params[pack.source]: step for step, k in enumerate(kernels)
+                     for pack, _ in built[k.key].packs}
+        constants = graph.constants  # compile_model's own graph: it lets go of them too
+        for step, k in enumerate(kernels):
             b = built[k.key]
             packed = []
             for pack, module in b.packs:  # constants packed once, here
@@ -212,14 +245,12 @@ class CompiledModel:
                 module(self._arrays[k.params[pack.source]], packed[-1])
             self._calls.append(b.main.bind(*(self._arrays[k.params[i]] if kind == "param"
                                              else packed[i] for kind, i in b.args)))
-            read.update(k.params[i] for kind, i in b.args if kind == "param")
+            for v in [v for v, last in last_pack.items() if last == step and v not in read]:
+                del self._arrays[v], constants[v]
         self.prepacked = sum(len(built[k.key].packs) for k in kernels)
-        # a weight that every kernel reads packed is kept only packed
-        read.update(graph.outputs)
-        self.graph = copy.copy(graph)
-        self.graph.constants = {v: a for v, a in graph.constants.items() if v in read}
-        for v in set(graph.constants) - read:
-            del self._arrays[v]
+        for v in set(constants) - read:  # read by no kernel at all
+            del self._arrays[v], constants[v]
+        self.graph = graph
 
     @property
     def tasks(self) -> list[Task]:
@@ -253,8 +284,26 @@ class CompiledModel:
         lines = [f"{self.graph.name}: {len(self._kernels)} kernels, {len(self.statuses)} "
                  f"distinct tasks, {count['tuned']} tuned, {count['prior']} on an expert "
                  f"prior, {count['unscheduled']} unscheduled; {self.prepacked} constant "
-                 f"weights packed at compile time"]
+                 f"weights packed at compile time; {self.layout} layout"]
+        if self.layout_times:
+            lines[0] += " (measured: " + ", ".join(
+                f"{k} {v * 1e3:.3f} ms" for k, v in self.layout_times.items()) + ")"
         return "\n".join(lines + [s.line() for s in self.statuses])
+
+    def latency(self, budget: float = 0.3, seed: int = 0) -> float:
+        """Median seconds of a call on random inputs, over about `budget` seconds (one warm-up
+        call first, at least 3 timed)."""
+        rng = np.random.default_rng(seed)
+        feeds = [rng.standard_normal(self.graph.types[v].shape).astype(self.graph.types[v].dtype)
+                 for v in self.input_names]
+        self(*feeds)
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < 3 or time.perf_counter() - start < budget:
+            t0 = time.perf_counter()
+            self(*feeds)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
 
     def profile(self, repeat: int = 3) -> list[tuple[str, float]]:
         """(kernel name, best seconds of `repeat` calls) for each kernel in run order, on the

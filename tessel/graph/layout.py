@@ -18,8 +18,9 @@ The pass walks the nodes in order and decides each value's layout:
   and write the same blocks. The weight becomes a constant in the order the kernel reads it
   (the plain one is dropped): a weight is stored only in the layout its kernel reads.
 - unary elementwise operators, binary ones whose operands are blocked alike or constants
-  that broadcast along the channel axis (blocked with them), max pooling and the global
-  average pool carry the layout through;
+  that broadcast along the channel axis (blocked with them), max pooling, the global
+  average pool and joins along the channels (whole blocks side by side: SqueezeNet's fire
+  modules) carry the layout through;
 - every other reader of a blocked value (a reshape, a dense layer, a softmax, a model
   output) gets it converted back once (`from_blocked`; a reshape when the spatial size is
   1x1, as after the global pool).
@@ -97,6 +98,8 @@ class _Blocking:
             return self.add(node.op, [x], node, self.block[x], **node.attrs)
         if op.kind == "elemwise" and op.layout == "broadcast":
             return self.binary(node, inputs)
+        if node.op == "concat" and node.attrs["axis"] == 1:
+            return self.concat(node, inputs)
         return None
 
     def conv(self, node: Node, inputs: list[str]) -> str | None:
@@ -127,7 +130,9 @@ class _Blocking:
                         **node.attrs)
 
     def binary(self, node: Node, inputs: list[str]) -> str | None:
-        """Both operands blocked alike, or one a constant along the channels (or a scalar)."""
+        """Operands blocked alike, constants along the channels (blocked with them), scalars,
+        and values of the output's channels that broadcast over its pixels (a squeeze-and-
+        excitation gate (N, C, 1, 1): blocked too, it broadcasts against (N, C/b, H, W, b))."""
         block = next(self.block[v] for v in inputs if v in self.block)
         out = self.old.types[node.output].shape
         if len(out) != 4:
@@ -135,21 +140,31 @@ class _Blocking:
         operands = []
         for v in inputs:
             shape = self.plain_shape(v)
-            if v in self.block:
-                if self.block[v] != block or shape != out:
+            if v in self.new.constants and self.new.constants[v].size == 1:
+                operands.append(v)
+            elif not _per_channel(shape, out):
+                return None
+            elif v in self.block:
+                if self.block[v] != block:
                     return None
                 operands.append(v)
-            elif v in self.new.constants and self.new.constants[v].size == 1:
-                operands.append(v)
-            elif v in self.new.constants and _channel_vector(shape, out):
-                value = self.new.constants[v].reshape(1, out[1], 1, 1)
+            elif v in self.new.constants:
+                value = self.new.constants[v].reshape((1,) * (4 - len(shape)) + shape)
                 operands.append(self.new.add_constant(self.fresh(f"{v}_blocked"),
                                                       block_array(value, block)))
-            elif shape == out:
-                operands.append(self.blocked(v, block))
             else:
-                return None
+                operands.append(self.blocked(v, block))
         return self.add(node.op, operands, node, block, **node.attrs)
+
+    def concat(self, node: Node, inputs: list[str]) -> str | None:
+        """A join along the channels of inputs that divide into the first blocked one's
+        blocks: whole blocks side by side."""
+        block = next(self.block[v] for v in inputs if v in self.block)
+        shapes = [self.plain_shape(v) for v in inputs]
+        if any(len(s) != 4 or s[1] % block for s in shapes):
+            return None
+        return self.add("concat", [self.blocked(v, block) for v in inputs], node, block,
+                        axis=1)
 
     def choose(self, channels: int) -> int | None:
         return next((b for b in self.blocks if channels % b == 0), None)
@@ -203,11 +218,13 @@ class _Blocking:
         return unique_name(base, lambda v: v in self.new.types or v in self.old.types)
 
 
-def _channel_vector(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
-    """Whether a constant of `shape` broadcasts against NCHW `out` along the channels only."""
-    full = (1,) * (len(out) - len(shape)) + tuple(shape)
-    return (len(full) == 4 and full[1] == out[1] and full[0] == 1
-            and full[2] == full[3] == 1)
+def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """Whether a value of `shape` broadcasts against NCHW `out` keeping its channel axis: 4-d
+    (or fewer dims, numpy-aligned) with out's channels, every other dim out's or 1."""
+    if len(shape) > 4:
+        return False
+    full = (1,) * (4 - len(shape)) + tuple(shape)
+    return full[1] == out[1] and all(n in (1, m) for n, m in zip(full, out))
 
 
 __all__ = ["block_layouts", "apply_layout", "LAYOUTS"]

@@ -178,6 +178,42 @@ def mobilenet_v2(image: int = 224, classes: int = 1000) -> tuple[Any, tuple[Any,
     return _randomize(nn.Sequential(*layers)), _example((1, 3, image, image))
 
 
+# ---- SqueezeNet 1.1 ----
+
+def _fire(cin: int, squeeze: int, expand: int) -> Any:
+    nn = _nn()
+    torch = require("torch", "the model zoo")
+
+    class Fire(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.squeeze = nn.Sequential(nn.Conv2d(cin, squeeze, 1), nn.ReLU(inplace=True))
+            self.left = nn.Sequential(nn.Conv2d(squeeze, expand, 1), nn.ReLU(inplace=True))
+            self.right = nn.Sequential(nn.Conv2d(squeeze, expand, 3, padding=1),
+                                       nn.ReLU(inplace=True))
+
+        def forward(self, x: Any) -> Any:
+            x = self.squeeze(x)
+            return torch.cat([self.left(x), self.right(x)], 1)
+
+    return Fire()
+
+
+def squeezenet(image: int = 224, classes: int = 1000) -> tuple[Any, tuple[Any, ...]]:
+    """SqueezeNet 1.1 (Iandola et al. 2016): fire modules, whose two expand convolutions are
+    joined along the channels (concat), max pooling with ceil_mode, a convolutional head."""
+    nn = _nn()
+    pool = lambda: nn.MaxPool2d(3, 2, ceil_mode=True)  # noqa: E731
+    layers = [nn.Conv2d(3, 64, 3, 2), nn.ReLU(inplace=True), pool(),
+              _fire(64, 16, 64), _fire(128, 16, 64), pool(),
+              _fire(128, 32, 128), _fire(256, 32, 128), pool(),
+              _fire(256, 48, 192), _fire(384, 48, 192), _fire(384, 64, 256),
+              _fire(512, 64, 256),
+              nn.Dropout(0.5), nn.Conv2d(512, classes, 1), nn.ReLU(inplace=True),
+              nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    return _randomize(nn.Sequential(*layers)), _example((1, 3, image, image))
+
+
 # ---- one BERT-base encoder layer ----
 
 def _bert_layer_module(hidden: int, heads: int, ffn: int) -> Any:
@@ -245,6 +281,7 @@ def dcgan_generator(latent: int = 100, width: int = 64) -> tuple[Any, tuple[Any,
 MODELS: dict[str, Factory] = {
     "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2,
+    "squeezenet": squeezenet,
     "bert_layer": bert_layer,
     "dqn": dqn,
     "dcgan_generator": dcgan_generator,

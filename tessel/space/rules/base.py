@@ -119,10 +119,21 @@ def writes_output(func: PrimFunc, block: Block) -> bool:
 
 
 def has_data_reuse(block: Block) -> bool:
-    """Some read does not depend on some spatial iter var (so tiling can reuse it)."""
+    """Some read does not depend on some spatial iter var (so tiling can reuse it), or is a
+    sliding window: one of its indices moves with both a spatial and a reduction iter var
+    (y * 2 + ry of a pooling window, whose neighbours overlap; a tile of outputs keeps its
+    partial results in registers while the window slides)."""
     spatial = [iv.var for iv in block.iter_vars if iv.kind != REDUCE]
-    return any(not all(any(ir.uses_var(rg.min, v) for rg in r.region) for v in spatial)
-               for r in block.reads) if spatial else False
+    reduce = [iv.var for iv in block.iter_vars if iv.kind == REDUCE]
+    if not spatial:
+        return False
+    for r in block.reads:
+        if not all(any(ir.uses_var(rg.min, v) for rg in r.region) for v in spatial):
+            return True
+        if any(any(ir.uses_var(rg.min, v) for v in spatial)
+               and any(ir.uses_var(rg.min, v) for v in reduce) for rg in r.region):
+            return True
+    return False
 
 
 __all__ = ["ScheduleRule", "RuleSpace", "leaf_blocks", "LoopInfo", "simple_loops", "block_realize",

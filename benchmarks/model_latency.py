@@ -8,7 +8,7 @@ and torch on the same machine, each runner in its own process, all with the mach
 Outputs are checked against onnxruntime first. Prints a table and saves a bar plot.
 
 Memory (Linux): each onnxruntime and tessel worker starts from the model's ONNX file (written
-once, by the parent); the table gives the memory it takes from there to a compiled model that has run once:
+once, by the parent) with its libraries loaded (onnxruntime; tessel and onnx); the table gives the memory it takes from there to a compiled model that has run once:
 its peak (VmHWM, reset before building: weight copies, packing, compilation, activations)
 and what stays resident afterwards (VmRSS), both as growth over the worker's resident memory
 before building. torch builds its module from code (its weights are the model), so it has no
@@ -88,6 +88,9 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
            path: str, layout: str) -> None:
     """Worker process: build one runner, send its output and the memory it took (MB: peak,
     resident; None for torch or without /proc), then time it on request."""
+    # the runtime's own libraries are loaded before measuring: the figure is the model's
+    __import__("onnxruntime" if label == "onnxruntime" else "torch" if label == "torch"
+               else "onnx")
     measured = label != "torch" and _reset_peak()
     before = _memory_kb()
     fn = _make(label, name, kwargs, db, path, layout)

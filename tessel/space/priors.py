@@ -14,7 +14,7 @@ design's tiling gets
   spill x86-64's general registers, and a 24 x 1-vector AVX-512 tile ran at half speed); a
   cache tile of up to 4 x 2 register tiles. When no divisor of the row extent gives 4 rows
   (a prime like the 17-wide output of a stride-2 convolution) but the whole extent fits the
-  accumulators, a second prior takes all of it;
+  accumulators, a prior that takes all of it goes first;
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root.
@@ -113,7 +113,8 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
             budget = accumulators // math.ceil(inner / lanes)
             decisions[row_site] = _row_tile(row_extent, min(MAX_ROWS, budget))
             if decisions[row_site][-1] < 4 and row_extent <= budget:  # 17, 13: no divisor
-                variants.append({**decisions, row_site: (1, 1, 1, row_extent)})  # whole rows
+                # whole rows first: a 1-row tile reloads every weight vector per pixel
+                variants.insert(0, {**decisions, row_site: (1, 1, 1, row_extent)})
         out += [d for d in variants if d not in out]
     return out
 

@@ -34,8 +34,9 @@ from tessel.graph.onnx_fold import FOLD
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
               input_shapes: dict[str, tuple] | None = None, name: str | None = None) -> Graph:
     """Translate an ONNX model (a proto or a file path) into a tessel `Graph`."""
-    proto = model if isinstance(model, onnx.ModelProto) else load_file(model)
-    importer = Importer(proto, name)
+    owned = not isinstance(model, onnx.ModelProto)
+    proto = model if not owned else load_file(model)
+    importer = Importer(proto, name, release=owned)
     importer.add_inputs(dict(input_shapes or {}))
     for node in proto.graph.node:
         importer.convert(node)
@@ -63,13 +64,18 @@ def load_file(path: str | os.PathLike) -> onnx.ModelProto:
 class Importer:
     """The state of one import: the graph so far and what each ONNX value name became."""
 
-    def __init__(self, proto: onnx.ModelProto, name: str | None) -> None:
+    def __init__(self, proto: onnx.ModelProto, name: str | None, release: bool = False) -> None:
+        """`release`: the proto is the importer's own (read from a file), so each weight's
+        bytes in it are let go once copied out (the model's weights are not held twice)."""
         g = proto.graph
         self.graph = Graph(name or g.name or "model")
         self.proto = proto
         self.opset = _opset(proto)
-        self.env: dict[str, Value] = {t.name: Const(t.name, numpy_helper.to_array(t))
-                                      for t in g.initializer}
+        self.env: dict[str, Value] = {}
+        for t in g.initializer:
+            self.env[t.name] = Const(t.name, numpy_helper.to_array(t))
+            if release:
+                t.ClearField("raw_data")
         self.uses: dict[str, int] = {o.name: 1 for o in g.output}
         for node in g.node:
             for v in node.input:
@@ -109,6 +115,10 @@ class Importer:
                 node.op_type, arrays, attrs, self.label)))
         else:
             self._bind(node, CONVERTERS[node.op_type](self, ins, attrs))
+        for v in node.input:  # a weight read for the last time: only what it became stays
+            self.uses[v] = self.uses.get(v, 1) - 1
+            if v and not self.uses[v] and isinstance(self.env.get(v), Const):
+                del self.env[v]
 
     def set_outputs(self) -> None:
         self.label, self.op_type = "graph outputs", "-"
@@ -148,7 +158,8 @@ class Importer:
             array = v.array
             check(array.dtype.kind in "biuf", f"constant {v.name}: dtype {array.dtype} has no "
                                               f"tensor equivalent")
-            self.graph.add_constant(v.name, array if keep_dtype else array.astype(np.float32))
+            self.graph.add_constant(v.name, array if keep_dtype
+                                    else array.astype(np.float32, copy=False))
         return v.name
 
     def emit(self, op: str, ins: Sequence[Value], **attrs: Any) -> str:

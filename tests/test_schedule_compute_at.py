@@ -180,6 +180,23 @@ def test_reverse_compute_inline_transposed_consumer():
     check_all(f, sch)
 
 
+def test_reverse_compute_inline_reads_a_batch_of_one_at_zero():
+    """After inlining, a consumer reads a unit dimension at 0 (a model's batch of 1); that
+    is still an element-wise read, so a conv's epilogue folds into its copy-out."""
+    A, W = te.placeholder((1, 4, 6), name="A"), te.placeholder((4,), name="W")
+    B = te.compute((1, 4, 6), lambda n, i, j: A[n, i, j] * 2.0, name="B")
+    C = te.compute((1, 4, 6), lambda n, i, j: te.min(B[0, i, j] + W[i], 6.0), name="C")
+    f = te.create_func([A, W, C], name="batch1")
+    sch = Schedule(f)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert block_names(sch.func) == ["root", "B"]
+    check_all(f, sch)
+    D = te.compute((1, 4, 6), lambda n, i, j: B[0, i, 0] + 1.0, name="D")  # not element-wise
+    sch = Schedule(te.create_func([A, D], name="row"))
+    with pytest.raises(ScheduleError, match="one to one"):
+        sch.reverse_compute_inline(sch.get_block("D"))
+
+
 def test_reverse_compute_inline_keeps_a_buffer_others_read():
     A = te.placeholder((6, 5), name="A")
     B = te.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="B")

@@ -120,17 +120,33 @@ def _check_reverse_inlinable(func: PrimFunc, path: list[Any]) -> tuple[BlockReal
 
 
 def _load_map(block: Block, buf: Buffer) -> list[Var]:
+    """The consumer iter var at each index of its loads of `buf`; an extent-1 dimension may be
+    read at 0 (as simplification leaves a batch of 1), matched with an extent-1 iter var."""
     loads = [e for e in ir.collect(block.body, BufferLoad) if e.buffer is buf]
     ivars = {iv.var: iv.extent for iv in block.iter_vars}
     first = loads[0].indices
-    ok = (all(isinstance(i, Var) and i in ivars for i in first) and len(set(first)) ==
-          len(first) == len(ivars) and all(ivars[v] == n for v, n in zip(first, buf.shape)))
-    bad = next((e for e in loads if not ok or any(a is not b for a, b in zip(e.indices, first))),
-               None)
+    unit = [v for v, n in ivars.items() if n == 1 and v not in first]
+    order: list[Var] | None = []
+    for index, n in zip(first, buf.shape):
+        if isinstance(index, Var) and ivars.get(index) == n:
+            order.append(index)
+        elif isinstance(index, ir.IntImm) and index.value == 0 and n == 1 and unit:
+            order.append(unit.pop(0))
+        else:
+            order = None
+            break
+    ok = order is not None and len(set(order)) == len(order) == len(ivars) == len(buf.shape)
+    bad = next((e for e in loads if not ok or not all(_same_index(a, b) for a, b in
+                                                       zip(e.indices, first))), None)
     check(bad is None, f"reverse_compute_inline: block {block.name} reads "
                        f"{ir.expr_str(bad) if bad is not None else ''}; it must read "
                        f"{buf.name} at its iter vars, one to one, covering the buffer")
-    return list(first)
+    return list(order)
+
+
+def _same_index(a: Expr, b: Expr) -> bool:
+    return a is b or (isinstance(a, ir.IntImm) and isinstance(b, ir.IntImm)
+                      and a.value == b.value)
 
 
 def _check_nothing_between(func: PrimFunc, producer: Block, consumer: Block) -> None:

@@ -159,7 +159,7 @@ class RewriteLayout:
         # extent 1 stay innermost after tiling)
         inner = next((l for l in reversed(loops) if sch.get(l).extent > 1), loops[-1])
         var = self._innermost_var(sch, block, inner)
-        index = packable_read(node, var) if var is not None else None
+        index = packable_read(node, var, sch.func) if var is not None else None
         t = sch.get(inner).extent
         if index is None or t < 2:
             return

@@ -116,7 +116,8 @@ class MultiLevelTiling:
                            and not strided_read(node, spatial[-1].var)):
             return []
         return [iv.var for iv in spatial[:-1]
-                if iv.extent % self.lanes == 0 and packable_read(node, iv.var) is not None]
+                if iv.extent % self.lanes == 0
+                and packable_read(node, iv.var, sch.func) is not None]
 
     def tile(self, sch: Schedule, block: BlockRV, write_level: int | None,
              vector_var: ir.Var | None = None) -> list[list[LoopRV]]:
@@ -125,7 +126,7 @@ class MultiLevelTiling:
         (the vector axis). Returns the loops of each level."""
         levels = self._split(sch, block, vector_var)
         sch.annotate(block, TILED, self.structure)
-        if self.pack_reads and packable_read(sch.get(block), vector_var) is not None:
+        if self.pack_reads and packable_read(sch.get(block), vector_var, sch.func) is not None:
             sch.annotate(block, PACK, sch.sample_categorical([0, 1], [0.5, 0.5]))
         flat = [loop for level in levels for loop in level]
         if len(flat) > 1:
@@ -160,20 +161,27 @@ class MultiLevelTiling:
         return levels
 
 
-def packable_read(block: Block, var: ir.Var | None = None) -> int | None:
+def packable_read(block: Block, var: ir.Var | None = None,
+                  func: ir.PrimFunc | None = None) -> int | None:
     """The index of a read of `block` from a buffer loaded at one index tuple of which the
     spatial iter var `var` (default: the last) is exactly one dimension (B[k, j] of
     C[i, j] += A[i, k] * B[k, j]; W[o, c, h, w] of a conv2d for o): packing it in panels of
-    the innermost tile makes the vector loads contiguous."""
+    the innermost tile makes the vector loads contiguous. Given the block's `func`, an
+    intermediate buffer (the kernel computes it) whose innermost index is `var` itself is
+    passed over: its vector loads are contiguous already (a blocked layout's padded input),
+    and packing it would copy it once more on every call."""
     spatial = [iv.var for iv in block.iter_vars if iv.kind != REDUCE]
     if not spatial:
         return None
     last = spatial[-1] if var is None else var
+    params = set(func.params) if func is not None else None
     for index, region in enumerate(block.reads):
         loads = {l.indices for l in ir.collect(block.body, BufferLoad) if l.buffer is region.buffer}
         if len(loads) != 1 or region.buffer in ir.written_buffers(block):
             continue
         idx = next(iter(loads))
+        if params is not None and region.buffer not in params and idx[-1] is last:
+            continue
         if sum(ir.uses_var(i, last) for i in idx) == 1 and last in idx and len(idx) >= 2:
             return index
     return None

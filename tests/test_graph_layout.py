@@ -147,3 +147,13 @@ def test_compiled_models_in_both_layouts_compute_the_same(target):
     assert any(k.func.name.startswith("fused_conv_blocked") for k in blocked._kernels)
     _close(plain(*feeds), want)
     _close(blocked(*feeds), want)
+
+
+def test_auto_layout_times_both_and_keeps_the_faster():
+    g = _odd_cnn(c_in=3, h=9, w=9)
+    feeds = [np.random.default_rng(4).standard_normal((1, 3, 9, 9)).astype("float32")]
+    model = tessel.compile_model(g, layout="auto", fallback="unscheduled")
+    assert sorted(model.layout_times) == ["blocked", "plain"]
+    assert model.layout == min(model.layout_times, key=model.layout_times.get)
+    assert f"{model.layout} layout (measured: blocked" in model.report()
+    _close(model(*feeds), run_graph(g, feeds))

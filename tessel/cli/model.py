@@ -109,7 +109,7 @@ def _latency(model: Any, feeds: list[np.ndarray], repeat: int) -> float:
     return float(np.median(times))
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
+def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS) -> None:
     p.add_argument("model", help="an .onnx file or a zoo model name (resnet18, bert_layer, ...)")
     p.add_argument("--input", action="append", metavar="NAME=d0,d1,...",
                    help="static shape of an ONNX input with dynamic dims (repeatable)")
@@ -117,7 +117,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="importer for zoo models (default torch)")
     p.add_argument("--image", type=int, default=None, help="image size of zoo CNNs")
     p.add_argument("--db", default=DEFAULT_DB, help=f"record database (default {DEFAULT_DB})")
-    p.add_argument("--layout", choices=LAYOUTS, default="blocked",
+    p.add_argument("--layout", choices=layouts, default="blocked",
                    help="convolutions in blocked channel layouts (NCHW[b]c, default) or as the "
                         "model states them (plain); tune and run in the same one (run-model "
                         "also takes auto: both compiled and timed, the faster kept)")
@@ -137,8 +137,7 @@ def add_commands(sub) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.set_defaults(fn=cmd_tune_model)
     p = sub.add_parser("run-model", help="compile a model with the database, check and time it")
-    _model_args(p)
-    next(a for a in p._actions if a.dest == "layout").choices = (*LAYOUTS, "auto")
+    _model_args(p, layouts=(*LAYOUTS, "auto"))
     p.add_argument("--repeat", type=int, default=10)
     p.set_defaults(fn=cmd_run_model)
 

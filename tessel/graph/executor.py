@@ -236,6 +236,10 @@ class CompiledModel:
         read.update(graph.outputs)
         last_pack = {k.params[pack.source]: step for step, k in enumerate(kernels)
                      for pack, _ in built[k.key].packs}
+        free_after: dict[int, list[str]] = {}
+        for v, step in last_pack.items():
+            if v not in read:
+                free_after.setdefault(step, []).append(v)
         constants = graph.constants  # compile_model's own graph: it lets go of them too
         for step, k in enumerate(kernels):
             b = built[k.key]
@@ -245,7 +249,7 @@ class CompiledModel:
                 module(self._arrays[k.params[pack.source]], packed[-1])
             self._calls.append(b.main.bind(*(self._arrays[k.params[i]] if kind == "param"
                                              else packed[i] for kind, i in b.args)))
-            for v in [v for v, last in last_pack.items() if last == step and v not in read]:
+            for v in free_after.get(step, ()):
                 del self._arrays[v], constants[v]
         self.prepacked = sum(len(built[k.key].packs) for k in kernels)
         for v in set(constants) - read:  # read by no kernel at all

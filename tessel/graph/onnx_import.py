@@ -34,9 +34,8 @@ from tessel.graph.onnx_fold import FOLD
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
               input_shapes: dict[str, tuple] | None = None, name: str | None = None) -> Graph:
     """Translate an ONNX model (a proto or a file path) into a tessel `Graph`."""
-    owned = not isinstance(model, onnx.ModelProto)
-    proto = model if not owned else load_file(model)
-    importer = Importer(proto, name, release=owned)
+    proto = model if isinstance(model, onnx.ModelProto) else load_file(model)
+    importer = Importer(proto, name)
     importer.add_inputs(dict(input_shapes or {}))
     for node in proto.graph.node:
         importer.convert(node)
@@ -64,18 +63,13 @@ def load_file(path: str | os.PathLike) -> onnx.ModelProto:
 class Importer:
     """The state of one import: the graph so far and what each ONNX value name became."""
 
-    def __init__(self, proto: onnx.ModelProto, name: str | None, release: bool = False) -> None:
-        """`release`: the proto is the importer's own (read from a file), so each weight's
-        bytes in it are let go once copied out (the model's weights are not held twice)."""
+    def __init__(self, proto: onnx.ModelProto, name: str | None) -> None:
         g = proto.graph
         self.graph = Graph(name or g.name or "model")
         self.proto = proto
         self.opset = _opset(proto)
-        self.env: dict[str, Value] = {}
-        for t in g.initializer:
-            self.env[t.name] = Const(t.name, numpy_helper.to_array(t))
-            if release:
-                t.ClearField("raw_data")
+        self.env: dict[str, Value] = {t.name: Const(t.name, numpy_helper.to_array(t))
+                                      for t in g.initializer}
         self.uses: dict[str, int] = {o.name: 1 for o in g.output}
         for node in g.node:
             for v in node.input:

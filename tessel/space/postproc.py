@@ -93,9 +93,10 @@ def _fuses_contiguously(innermost: For, outer: For, inner_size: int) -> bool:
             flat: ir.Expr = ir.const(0, "int32")
             for index, n in zip(access.indices, access.buffer.shape):
                 flat = flat * int(n) + index
-            form = linear_form(ir.substitute(flat, bind))
+            flat = ir.substitute(flat, bind)
+            form = linear_form(flat)
             if form is None:
-                if ir.uses_var(ir.substitute(flat, bind), outer.loop_var):
+                if ir.uses_var(flat, outer.loop_var):
                     return False
                 continue
             if form.get(outer.loop_var, 0) != inner_size * form.get(innermost.loop_var, 0):

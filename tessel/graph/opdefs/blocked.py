@@ -25,8 +25,7 @@ import numpy as np
 
 from tessel import te
 from tessel.graph.ir import TensorType, check
-from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64,
-                                      ints)
+from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64)
 from tessel.graph.opdefs.nn import (_conv_infer, _conv_reference, _conv_torch, _pool_after,
                                     _pool_infer, _pool_reference, _pool_torch)
 from tessel.ops.common import named, pad_tensor
@@ -130,6 +129,7 @@ def _plain_conv_types(inputs: list[TensorType], attrs: Attrs, label: str
 
 
 def _conv_blocked_infer(inputs, attrs, label):
+    """The output type; the plain conv's inference checks and fills strides, pads, dilations."""
     data, weight = _plain_conv_types(inputs, attrs, label)
     plain = [data, weight]
     if len(inputs) > 2:
@@ -184,14 +184,7 @@ def _conv_blocked_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
     return _torch_block(t, y, ob)
 
 
-def _check_conv_attrs(inputs, attrs, label):
-    attrs["strides"] = ints(label, "conv_blocked", "strides", attrs["strides"] or (1, 1), 2)
-    attrs["dilations"] = ints(label, "conv_blocked", "dilations", attrs["dilations"] or (1, 1), 2)
-    attrs["pads"] = ints(label, "conv_blocked", "pads", attrs["pads"] or (0,) * 4, 4)
-    return _conv_blocked_infer(inputs, attrs, label)
-
-
-define("conv_blocked", "anchor", _check_conv_attrs, _conv_blocked_lower,
+define("conv_blocked", "anchor", _conv_blocked_infer, _conv_blocked_lower,
        _conv_blocked_reference, attrs=dict(strides=None, pads=None, dilations=None, groups=1),
        inputs=(2, 3), layout="anchor", torch=_conv_blocked_torch, examples=[
            # plain input (ib = 1), blocked input, bias, stride, dilation, depthwise

@@ -292,3 +292,28 @@ def test_pack_stages_stay_at_the_root_for_prepacking():
     main, (pack,) = split_prepacks(at_root, constant={1})
     assert pack.source == 1 and pack.packed.name == "B_global"
     assert not any(b.name == "B_global" for b in ir.blocks(main.body))
+
+
+def test_a_packed_operand_is_laid_out_in_the_order_its_loops_read_it():
+    """A conv whose loops walk the window (ry, rx) outside the input channels reads its packed
+    weight as (o // t, ry, rx, c, o % t), not in OIHW's (c, ry, rx) order: one forward stream
+    per output block. Correct against numpy at a shape of no suite, prepacked or not."""
+    lanes = TARGET.vector_lanes("float32")
+    func = ops.conv2d(1, 6, 9, 7, 2 * lanes, 3, 3, padding=1)
+    sch = tessel.Schedule(func)
+    block = sch.get_block("conv2d")
+    n, o, y, x, c, ry, rx = sch.get_loops(block)
+    o0, o1 = sch.split(o, [2, lanes])
+    sch.reorder(n, o0, y, ry, rx, c, x, o1)
+    sch.annotate(block, "meta_schedule.pack_read", 1)
+    final = postprocess(sch, POSTPROCS, strict=True).func
+    realize = next(r for r in ir.collect(final.body, ir.BlockRealize)
+                   if r.block.name == "conv2d")
+    (read,) = [load for load in ir.collect(realize.block.body, ir.BufferLoad)
+               if load.buffer.name.endswith("global")]
+    names = {iv.var: iv.var.name for iv in realize.block.iter_vars}
+    order = [next(names[v] for v in names if ir.uses_var(index, v)) for index in read.indices]
+    assert order == ["vo", "vry", "vrx", "vrc", "vo"], order
+    assert [int(n) for n in read.buffer.shape] == [2, 3, 3, 6, lanes]
+    prepacked = postprocess(sch, default_postprocs(TARGET, pack_panels=False), strict=True).func
+    assert max(max_errors(func, [final, prepacked])) < 1e-4

@@ -32,6 +32,7 @@ import numpy as np
 
 import tessel
 from tessel.graph import models
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 
 
 RUNTIMES = ("onnxruntime", "torch")
@@ -110,7 +111,7 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
 
 
 def measure(name: str, labels: list[str], db: str | None, image: int | None, rounds: int,
-            budget_s: float, layout: str = "blocked"
+            budget_s: float, layout: str = DEFAULT_LAYOUT
             ) -> tuple[dict[str, float], dict[str, tuple[float, float] | None]]:
     """Median seconds per call of each runner. Each runner lives in its own process (thread
     pools of different runtimes in one process slow each other down) and only one process
@@ -186,7 +187,7 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=10.0, help="seconds of timing per runner")
     p.add_argument("--skip-unscheduled", action="store_true",
                    help="leave out the unscheduled variant (seconds per call on the big CNNs)")
-    p.add_argument("--layout", choices=("blocked", "plain"), default="blocked",
+    p.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
                    help="tessel's convolution layout (tune the database in the same one)")
     p.add_argument("--out", default=None, help="save a bar plot here")
     args = p.parse_args()

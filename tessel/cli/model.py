@@ -23,7 +23,7 @@ import tessel
 from tessel.cli.tune import DEFAULT_DB, CliError, _ints
 from tessel.graph import models
 from tessel.graph.executor import load_model, model_tasks
-from tessel.graph.layout import LAYOUTS
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
 
 
@@ -117,10 +117,12 @@ def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS) 
                    help="importer for zoo models (default torch)")
     p.add_argument("--image", type=int, default=None, help="image size of zoo CNNs")
     p.add_argument("--db", default=DEFAULT_DB, help=f"record database (default {DEFAULT_DB})")
-    p.add_argument("--layout", choices=layouts, default="blocked",
-                   help="convolutions in blocked channel layouts (NCHW[b]c, default) or as the "
-                        "model states them (plain); tune and run in the same one (run-model "
-                        "also takes auto: both compiled and timed, the faster kept)")
+    p.add_argument("--layout", choices=layouts, default=DEFAULT_LAYOUT,
+                   help="convolutions in blocked channel layouts (NCHW[b]c: blocked; winograd, "
+                        "the default, also runs 3x3 convolutions over many tiles as Winograd "
+                        "F(4x4, 3x3)) or as the model states them (plain); tune and run in the "
+                        "same one (run-model also takes auto: each compiled and timed, the "
+                        "fastest kept)")
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -27,7 +27,7 @@ from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.extras import require
 from tessel.graph.ir import Graph, GraphError, check
-from tessel.graph.layout import LAYOUTS, apply_layout
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import CONSTANT_PARAMS, PrimFunc
@@ -84,7 +84,7 @@ def _is_torch_module(model: Any) -> bool:
                for c in type(model).__mro__)
 
 
-def model_tasks(graph: Graph, target: Target, layout: str = "blocked"
+def model_tasks(graph: Graph, target: Target, layout: str = DEFAULT_LAYOUT
                 ) -> tuple[list[GroupKernel], list[Task]]:
     """The kernels of a simplified graph in `layout` (tessel.graph.layout) and its tuning
     tasks (one per distinct kernel)."""
@@ -96,7 +96,7 @@ def model_tasks(graph: Graph, target: Target, layout: str = "blocked"
 def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
                database: str | Path | Database | None = "tessel.db",
                input_shapes: dict | None = None, example_inputs: tuple | None = None,
-               layout: str = "blocked", **options: Any) -> list[TuneResult]:
+               layout: str = DEFAULT_LAYOUT, **options: Any) -> list[TuneResult]:
     """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
     a torch module with `example_inputs`) within `trials` measurements in all, shared by the
     task scheduler; `options` go to `tune_tasks`. `tessel.compile_model` then runs the model
@@ -112,7 +112,7 @@ def compile_model(model: Any, target: Target | None = None,
                   input_shapes: dict[str, Sequence[int]] | None = None,
                   example_inputs: tuple | None = None,
                   fallback: str = "prior", prepack: bool = True,
-                  layout: str = "blocked") -> "CompiledModel":
+                  layout: str = DEFAULT_LAYOUT) -> "CompiledModel":
     """Compile `model` for `target` with the best kernel `database` holds for each task. A task
     without a record runs, with fallback="prior", the auto space's first expert prior (a
     register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
@@ -120,9 +120,11 @@ def compile_model(model: Any, target: Target | None = None,
     constant weight into a packed layout get it packed once, here (tessel.prepack).
 
     `layout` "blocked" runs convolutions in blocked channel layouts (NCHW[b]c, converted at
-    the network's boundaries: tessel.graph.layout), "plain" as the model states them, "auto"
-    compiles both, times each on random inputs and keeps the faster (compiling takes twice
-    as long, and both are in memory for a moment)."""
+    the network's boundaries: tessel.graph.layout), "winograd" (the default) as blocked with
+    the 3x3 convolutions over many tiles as Winograd F(4x4, 3x3) (tessel.graph.winograd),
+    "plain" as the model states them; "auto" compiles each, times each on random inputs and
+    keeps the fastest (compiling takes that many times as long, and two are in memory for a
+    moment)."""
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     check(layout in (*LAYOUTS, "auto"), f"layout must be one of {(*LAYOUTS, 'auto')}, got "
                                         f"{layout!r}")

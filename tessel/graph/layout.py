@@ -36,7 +36,8 @@ from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import block_array, block_weight
 from tessel.graph.ops import OPS
 
-LAYOUTS = ("blocked", "plain")
+LAYOUTS = ("blocked", "winograd", "plain")
+DEFAULT_LAYOUT = "winograd"  # blocked; the same wherever no 3x3 convolution qualifies
 MIN_BLOCK = 4
 
 
@@ -49,9 +50,15 @@ def block_layouts(graph: Graph, lanes: int) -> Graph:
 
 
 def apply_layout(graph: Graph, layout: str, lanes: int) -> Graph:
-    """The graph in `layout` ("blocked" or "plain"), as compile_model and tune_model run it."""
+    """The graph in `layout`, as compile_model and tune_model run it: "blocked", "winograd"
+    (blocked, and the 3x3 convolutions over many tiles as Winograd F(4x4, 3x3):
+    tessel.graph.winograd) or "plain"."""
+    from tessel.graph.winograd import winograd_convs
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
-    return block_layouts(graph, lanes) if layout == "blocked" else graph
+    if layout == "plain":
+        return graph
+    blocked = block_layouts(graph, lanes)
+    return winograd_convs(blocked) if layout == "winograd" else blocked
 
 
 class _Blocking:
@@ -227,4 +234,4 @@ def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
     return full[1] == out[1] and all(n in (1, m) for n, m in zip(full, out))
 
 
-__all__ = ["block_layouts", "apply_layout", "LAYOUTS"]
+__all__ = ["block_layouts", "apply_layout", "LAYOUTS", "DEFAULT_LAYOUT"]

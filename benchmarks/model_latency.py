@@ -124,33 +124,57 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
     path = str(Path(tmp.name) / f"{name}.onnx")
     Path(path).write_bytes(models.onnx_model(name, **kwargs).SerializeToString())
     workers, memory = {}, {}
-    for label in labels:  # built one at a time: compiling is CPU-heavy too
+    samples: dict[str, list[float]] = {k: [] for k in labels}
+    try:
+        _start(workers, memory, labels, ctx, name, kwargs, db, feeds, path, layout)
+        for round_ in range(rounds + 1):  # round 0 warms up
+            for label, (conn, proc) in workers.items():
+                conn.send(budget_s / rounds)
+                got = _receive(conn, proc, label)
+                if round_:
+                    samples[label] += got
+    finally:
+        for conn, proc in workers.values():
+            if proc.is_alive():
+                conn.send(None)
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+        tmp.cleanup()
+    return {k: float(np.median(v)) for k, v in samples.items()}, memory
+
+
+def _start(workers: dict, memory: dict, labels: list[str], ctx, name: str, kwargs: dict,
+           db: str | None, feeds: list, path: str, layout: str) -> None:
+    """One worker process per runner, built one at a time (compiling is CPU-heavy too); each
+    one's output checked against the first's."""
+    for label in labels:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, db, feeds, path,
                                                 layout))
         proc.start()
         workers[label] = (parent, proc)
-        out, memory[label] = parent.recv()
+        out, memory[label] = _receive(parent, proc, label)
         if label != labels[0]:
             err = float(np.max(np.abs(out - expected)))
             print(f"{name}: {label}: max |err| vs {labels[0]} {err:.1e}", flush=True)
             assert err < 1e-2 * max(1.0, float(np.max(np.abs(expected)))), (label, err)
         else:
             expected = out
-    samples: dict[str, list[float]] = {k: [] for k in labels}
+
+
+def _receive(conn, proc, label: str):
+    """The worker's next message; a worker that died (its traceback is on stderr) is named
+    instead of waited on forever."""
     try:
-        for round_ in range(rounds + 1):  # round 0 warms up
-            for label, (conn, _) in workers.items():
-                conn.send(budget_s / rounds)
-                got = conn.recv()
-                if round_:
-                    samples[label] += got
-    finally:
-        for conn, proc in workers.values():
-            conn.send(None)
-            proc.join()
-        tmp.cleanup()
-    return {k: float(np.median(v)) for k, v in samples.items()}, memory
+        while not conn.poll(1.0):
+            if not proc.is_alive():
+                raise EOFError
+        return conn.recv()
+    except EOFError:
+        proc.join(timeout=30)
+        raise SystemExit(f"model_latency: the {label} worker exited with code "
+                         f"{proc.exitcode} (its error is above)") from None
 
 
 def _mem_cell(mem: tuple[float, float] | None, ref: tuple[float, float] | None) -> str:
@@ -191,6 +215,11 @@ def main() -> None:
                    help="tessel's convolution layout (tune the database in the same one)")
     p.add_argument("--out", default=None, help="save a bar plot here")
     args = p.parse_args()
+    if args.db is not None and not Path(args.db).exists():
+        p.error(f"--db {args.db} does not exist (make it with tessel tune-model)")
+    unknown = sorted(set(args.models.split(",")) - set(models.MODELS))
+    if unknown:
+        p.error(f"--models: unknown {unknown}; the zoo has {sorted(models.MODELS)}")
     print(f"target: {tessel.Target('host')}")
     labels = [*RUNTIMES, *(k for k, (db, _) in VARIANTS.items() if args.db or not db)]
     if args.skip_unscheduled:

@@ -165,10 +165,16 @@ def _conv_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
 
     stage = f"{name}_conv" if bias else name
     conv = te.compute(out.shape, named(body, ("n", "o", "y", "x", "oi")), name=stage)
+    return with_channel_bias(conv, bias, name)
+
+
+def with_channel_bias(y: te.Tensor, bias: list[Arg], name: str) -> te.Tensor:
+    """y (N, K/b, H, W, b) plus a bias (K,) along its blocked channels, as the stage `name`;
+    y itself without a bias (then y is the stage `name`)."""
     if not bias:
-        return conv
-    b = bias[0]
-    return elementwise(out.shape, lambda i: conv[i] + b[i[1] * ob + i[4]], name)
+        return y
+    b, ob = bias[0], y.shape[4]
+    return elementwise(y.shape, lambda i: y[i] + b[i[1] * ob + i[4]], name)
 
 
 def _conv_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:

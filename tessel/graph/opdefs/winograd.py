@@ -33,8 +33,9 @@ import numpy as np
 
 from tessel import te
 from tessel.graph.ir import TensorType, check
-from tessel.graph.opdefs.base import REQUIRED, Arg, Attrs, Example, define, elementwise, f64
-from tessel.graph.opdefs.blocked import _torch_block, _torch_unblock, block_array, unblock_array
+from tessel.graph.opdefs.base import REQUIRED, Arg, Attrs, Example, define, f64
+from tessel.graph.opdefs.blocked import (_torch_block, _torch_unblock, block_array,
+                                         unblock_array, with_channel_bias)
 from tessel.ops.common import named, pad_tensor
 
 # (A^T, G, B^T) of F(m, 3) with the interpolation points 0, 1, -1 (m = 2) and 0, +-1, +-2 (m = 4)
@@ -188,34 +189,31 @@ def _output_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.T
 
     stage = f"{name}_tile" if bias else name
     y = te.compute(out.shape, named(body, ("n", "k", "y", "x", "ki")), name=stage)
-    if not bias:
-        return y
-    b = bias[0]
-    return elementwise(out.shape, lambda i: y[i] + b[i[1] * ob + i[4]], name)
+    return with_channel_bias(y, bias, name)
+
+
+def _untile(y, shape: tuple[int, int, int], m: int):
+    """Per-tile outputs (P, K, m*m) (numpy or torch) as the image (N, K, H, W) they tile."""
+    n, h, w = shape
+    th, tw = _tiles(h, w, m)
+    y = y.reshape(n, th, tw, y.shape[1], m, m)
+    return y.permute(0, 3, 1, 4, 2, 5) if hasattr(y, "permute") else y.transpose(0, 3, 1, 4, 2, 5)
 
 
 def _output_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     mm, aa = f64(args[0]), f64(args[1])
-    n, h, w = a["shape"]
-    alpha = math.isqrt(aa.shape[1])
-    m = alpha - 2
-    th, tw = _tiles(h, w, m)
-    k = mm.shape[2]
-    y = np.einsum("os,spk->pko", aa, mm).reshape(n, th, tw, k, m, m)
-    y = y.transpose(0, 3, 1, 4, 2, 5).reshape(n, k, th * m, tw * m)[:, :, :h, :w]
+    (n, h, w), m = a["shape"], math.isqrt(aa.shape[0])
+    y = _untile(np.einsum("os,spk->pko", aa, mm), a["shape"], m)
+    y = y.reshape(n, mm.shape[2], -(-h // m) * m, -(-w // m) * m)[:, :, :h, :w]
     if len(args) > 2:
         y = y + f64(args[2])[None, :, None, None]
     return block_array(y, a["block"])
 
 
 def _output_torch(t, mm, aa, bias=None, *, shape, block):
-    n, h, w = shape
-    alpha = math.isqrt(aa.shape[1])
-    m = alpha - 2
-    th, tw = _tiles(h, w, m)
-    k = mm.shape[2]
-    y = t.einsum("os,spk->pko", aa, mm).reshape(n, th, tw, k, m, m)
-    y = y.permute(0, 3, 1, 4, 2, 5).reshape(n, k, th * m, tw * m)[:, :, :h, :w]
+    (n, h, w), m = shape, math.isqrt(aa.shape[0])
+    y = _untile(t.einsum("os,spk->pko", aa, mm), shape, m)
+    y = y.reshape(n, mm.shape[2], -(-h // m) * m, -(-w // m) * m)[:, :, :h, :w]
     if bias is not None:
         y = y + bias[None, :, None, None]
     return _torch_block(t, y, block)

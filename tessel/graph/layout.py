@@ -34,6 +34,7 @@ from __future__ import annotations
 from tessel.graph.fold import prune
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import block_array, block_weight
+from tessel.graph.winograd import winograd_convs
 from tessel.graph.ops import OPS
 
 LAYOUTS = ("blocked", "winograd", "plain")
@@ -53,7 +54,6 @@ def apply_layout(graph: Graph, layout: str, lanes: int) -> Graph:
     """The graph in `layout`, as compile_model and tune_model run it: "blocked", "winograd"
     (blocked, and the 3x3 convolutions over many tiles as Winograd F(4x4, 3x3):
     tessel.graph.winograd) or "plain"."""
-    from tessel.graph.winograd import winograd_convs
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     if layout == "plain":
         return graph

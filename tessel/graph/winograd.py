@@ -21,7 +21,7 @@ from tessel.graph.fold import rebuild
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import unblock_weight
 from tessel.graph.opdefs.winograd import (TILES, input_coefficients, output_coefficients,
-                                          winograd_weight)
+                                          tile_grid, winograd_weight)
 
 MIN_TILES = 16
 # per output pixel the transforms cost about 81 C + 36 K multiply-adds (dense contractions
@@ -76,7 +76,8 @@ def eligible(graph: Graph, node: Node, inputs: list[str], tile: int, min_tiles: 
     n, cb, h, wd, ib = graph.types[inputs[0]].shape
     if min(cb * ib, w[0] * w[5]) < MIN_CHANNELS:
         return False
-    return n * -(-h // tile) * -(-wd // tile) >= min_tiles
+    rows, cols = tile_grid(h, wd, tile)
+    return n * rows * cols >= min_tiles
 
 
 def _fresh(graph: Graph, base: str) -> str:

@@ -123,6 +123,10 @@ class BlockRealize(Stmt):
             raise IRError(f"block {self.block.name}: {len(self.iter_values)} bindings for "
                           f"{len(self.block.iter_vars)} iter vars")
 
+    def binding(self) -> dict:
+        """Each iter var of the block -> the expression this realize binds it to."""
+        return dict(zip((iv.var for iv in self.block.iter_vars), self.iter_values))
+
 
 def seq(*stmts: Stmt) -> Stmt:
     """Flatten nested sequences; a single statement stays itself."""

@@ -88,7 +88,7 @@ def _fuses_contiguously(innermost: For, outer: For, inner_size: int) -> bool:
     `inner_size` iterations) keeps every access of the blocks under them a contiguous or a
     broadcast vector: each address steps by `inner_size` times the innermost loop's step."""
     for realize in ir.collect(innermost, BlockRealize):
-        bind = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+        bind = realize.binding()
         for access in ir.collect(realize.block.body, (ir.BufferLoad, ir.BufferStore)):
             flat: ir.Expr = ir.const(0, "int32")
             for index, n in zip(access.indices, access.buffer.shape):
@@ -194,7 +194,7 @@ class RewriteLayout:
         prefetchers follow (a blocked conv weight read (O, KH, KW, I) by its loops but stored
         (O, I, KH, KW) was 32 streams 9 KB apart per output block)."""
         realize = tree.find_realize(sch.func, sch.get(block).name)
-        binding = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+        binding = realize.binding()
         loop_vars = [sch.get(l).loop_var for l in sch.get_loops(block)]
 
         def first(index: ir.Expr) -> int:
@@ -213,7 +213,7 @@ class RewriteLayout:
         AVX-512 Xeon: 1-3% over one pack of all of B ahead of the parallel loop). None: the
         pack stays at the root."""
         realize = tree.find_realize(sch.func, sch.get(block).name)
-        binding = dict(zip((iv.var for iv in realize.block.iter_vars), realize.iter_values))
+        binding = realize.binding()
         loops = sch.get_loops(block)
         at = None
         for i, loop in enumerate(loops):

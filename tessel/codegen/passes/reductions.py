@@ -63,7 +63,7 @@ def _rewrite_loop(s: For, target: Target) -> Stmt | None:
     lanes = target.vector_bits // int(store.buffer.dtype[-2:])
     if lanes < 2 or s.extent < 2 * lanes:
         return None
-    bind = dict(zip((iv.var for iv in block.iter_vars), r.iter_values))
+    bind = r.binding()
     reduce = [iv for iv in block.iter_vars if iv.kind == REDUCE]
     k = s.loop_var
     users = [iv for iv in block.iter_vars if uses_var(bind[iv.var], k)]

@@ -80,7 +80,8 @@ def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(-1, c, k).astype(np.float32))
 
 
-def _tiles(h: int, w: int, m: int) -> tuple[int, int]:
+def tile_grid(h: int, w: int, m: int) -> tuple[int, int]:
+    """How many m x m output tiles cover an h x w output: (rows, columns)."""
     return math.ceil(h / m), math.ceil(w / m)
 
 
@@ -98,7 +99,7 @@ def _input_infer(inputs, attrs, label):
     x, bb = inputs[0].shape, inputs[1].shape
     check(len(x) == 5, f"node {label} (winograd_input): data {x} must be (N, C/b, H, W, b)")
     a = _alpha(bb, label, "winograd_input", bb[-1] if len(bb) == 2 else None)
-    th, tw = _tiles(x[2], x[3], a - 2)
+    th, tw = tile_grid(x[2], x[3], a - 2)
     return (a * a, x[0] * th * tw, x[1] * x[4])
 
 
@@ -107,7 +108,7 @@ def _input_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Te
     n, cb, h, w, b = x.shape
     alpha = math.isqrt(bb.shape[0])
     m = alpha - 2
-    th, tw = _tiles(h, w, m)
+    th, tw = tile_grid(h, w, m)
     padded = pad_tensor(x, (0, 0, 1, 1, 0), (0, 0, th * m + 1 - h, tw * m + 1 - w, 0), 0,
                         ("n", "c", "h", "w", "b"), name=f"{name}_pad")
     ri, rj = te.reduce_axis(alpha, name="ri"), te.reduce_axis(alpha, name="rj")
@@ -124,7 +125,7 @@ def _input_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.nd
     n, c, h, w = x.shape
     alpha = math.isqrt(bb.shape[0])
     m = alpha - 2
-    th, tw = _tiles(h, w, m)
+    th, tw = tile_grid(h, w, m)
     padded = np.zeros((n, c, th * m + 2, tw * m + 2))
     padded[:, :, 1:h + 1, 1:w + 1] = x
     tiles = np.stack([padded[:, :, i * m:i * m + alpha, j * m:j * m + alpha]
@@ -138,7 +139,7 @@ def _input_torch(t, x, bb):
     n, c, h, w = x.shape
     alpha = math.isqrt(bb.shape[0])
     m = alpha - 2
-    th, tw = _tiles(h, w, m)
+    th, tw = tile_grid(h, w, m)
     padded = t.nn.functional.pad(x, (1, tw * m + 1 - w, 1, th * m + 1 - h))
     tiles = padded.unfold(2, alpha, m).unfold(3, alpha, m)  # (n, c, th, tw, a, a)
     tiles = tiles.reshape(n, c, th * tw, alpha * alpha)
@@ -163,7 +164,7 @@ def _output_infer(inputs, attrs, label):
     check(len(mm) == 3, f"node {label} (winograd_output): products {mm} must be (a*a, P, K)")
     alpha = _alpha(aa, label, "winograd_output")
     m = alpha - 2
-    th, tw = _tiles(h, w, m)
+    th, tw = tile_grid(h, w, m)
     check(aa[0] == m * m and mm[0] == alpha * alpha and mm[1] == n * th * tw,
           f"node {label} (winograd_output): products {mm} and coefficients {aa} do not make "
           f"a {n}x{h}x{w} output of {m}x{m} tiles")
@@ -180,7 +181,7 @@ def _output_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.T
     n, kb, h, w, ob = out.shape
     alpha = math.isqrt(aa.shape[1])
     m = alpha - 2
-    th, tw = _tiles(h, w, m)
+    th, tw = tile_grid(h, w, m)
     s = te.reduce_axis(alpha * alpha, name="s")
 
     def body(n_, k, y, x, ki):
@@ -193,27 +194,26 @@ def _output_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.T
 
 
 def _untile(y, shape: tuple[int, int, int], m: int):
-    """Per-tile outputs (P, K, m*m) (numpy or torch) as the image (N, K, H, W) they tile."""
+    """Per-tile outputs (P, K, m*m) (numpy or torch) as the image (N, K, H, W) they tile, the
+    ragged last tiles cropped."""
     n, h, w = shape
-    th, tw = _tiles(h, w, m)
-    y = y.reshape(n, th, tw, y.shape[1], m, m)
-    return y.permute(0, 3, 1, 4, 2, 5) if hasattr(y, "permute") else y.transpose(0, 3, 1, 4, 2, 5)
+    th, tw = tile_grid(h, w, m)
+    k = y.shape[1]
+    y = y.reshape(n, th, tw, k, m, m)
+    y = y.permute(0, 3, 1, 4, 2, 5) if hasattr(y, "permute") else y.transpose(0, 3, 1, 4, 2, 5)
+    return y.reshape(n, k, th * m, tw * m)[:, :, :h, :w]
 
 
 def _output_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     mm, aa = f64(args[0]), f64(args[1])
-    (n, h, w), m = a["shape"], math.isqrt(aa.shape[0])
-    y = _untile(np.einsum("os,spk->pko", aa, mm), a["shape"], m)
-    y = y.reshape(n, mm.shape[2], -(-h // m) * m, -(-w // m) * m)[:, :, :h, :w]
+    y = _untile(np.einsum("os,spk->pko", aa, mm), a["shape"], math.isqrt(aa.shape[0]))
     if len(args) > 2:
         y = y + f64(args[2])[None, :, None, None]
     return block_array(y, a["block"])
 
 
 def _output_torch(t, mm, aa, bias=None, *, shape, block):
-    (n, h, w), m = shape, math.isqrt(aa.shape[0])
-    y = _untile(t.einsum("os,spk->pko", aa, mm), shape, m)
-    y = y.reshape(n, mm.shape[2], -(-h // m) * m, -(-w // m) * m)[:, :, :h, :w]
+    y = _untile(t.einsum("os,spk->pko", aa, mm), shape, math.isqrt(aa.shape[0]))
     if bias is not None:
         y = y + bias[None, :, None, None]
     return _torch_block(t, y, block)
@@ -227,4 +227,4 @@ define("winograd_output", "anchor", _output_infer, _output_lower, _output_refere
 
 
 __all__ = ["winograd_matrices", "winograd_weight", "input_coefficients", "output_coefficients",
-           "TILES"]
+           "tile_grid", "TILES"]

@@ -1,4 +1,6 @@
 """`tessel tune`, `tessel best` and `tessel report` on a tiny operator, and their errors."""
+import re
+
 import pytest
 
 from tessel.cli import main
@@ -56,4 +58,7 @@ def test_the_command_logs_only_when_asked(tmp_path, capfd):
     assert cli.main(["-v", "tune", "--op", "matmul", "--shape", "8,8,8", "--trials", "4",
                      "--batch-size", "2", "--strategy", "random", "--db", db]) == 0
     err = capfd.readouterr().err
-    assert "tessel INFO: matmul[8,8,8]: 2 measured (2 ok), 4 trials in all" in err
+    # how many of the two ran cleanly is the machine's business (a busy CI runner once timed
+    # one out); that the batch line is logged, with its counts, is this test's
+    assert re.search(r"tessel INFO: matmul\[8,8,8\]: 2 measured \([0-2] ok\), 4 trials in all",
+                     err), err

@@ -1,7 +1,7 @@
 """The shipped cost model (tessel.cost_model.pretrained): the file format round-trips and
 refuses what it cannot read, every shipped file loads, a target without a model of its ISA
 family starts cold, the default of tune() is the pretrained model, and an informed model
-chooses the evolutionary search's first batch."""
+chooses the evolutionary search's first batch after the expert priors."""
 import gzip
 import json
 from pathlib import Path
@@ -105,7 +105,7 @@ class ScoresNonPriors(CostModel):
         return np.array([0.0 if key in self.prior_keys else 1.0 for key in inputs])
 
 
-def test_an_informed_model_chooses_the_first_batch():
+def test_an_informed_model_chooses_the_first_batch_after_the_priors():
     func, auto, posts = ops.matmul(48, 64, 40), make_space("auto", TARGET), \
         default_postprocs(TARGET)
     priors = {tessel.ir.structural_hash(p.func) for p in
@@ -115,4 +115,12 @@ def test_an_informed_model_chooses_the_first_batch():
                              cost_model=ScoresNonPriors(priors), population=16, generations=1)
     batch = strategy.ask(6)
     assert len(batch) == 6
-    assert not [p for p in batch if tessel.ir.structural_hash(p.func) in priors]
+    hashes = [tessel.ir.structural_hash(p.func) for p in batch]
+    # the priors open the batch even though this model ranks them last...
+    assert hashes[:len(priors)] and set(hashes[:len(priors)]) == priors
+    # ...and the model chooses the rest (it ranks every other program above them)
+    assert len(set(hashes)) == 6 and not set(hashes[len(priors):]) & priors
+    # with a batch no larger than the priors, only priors are measured
+    small = make_strategy("evolutionary", auto, func, seed=0, postprocs=posts,
+                          cost_model=ScoresNonPriors(priors), population=16, generations=1)
+    assert {tessel.ir.structural_hash(p.func) for p in small.ask(1)} <= priors

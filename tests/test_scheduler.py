@@ -118,3 +118,23 @@ def test_epsilon_greedy_explores_with_a_seeded_rng():
         return [sched.next_task() for _ in range(40)]
     assert picks(3) == picks(3)
     assert len(set(picks(3))) >= 2
+
+
+def test_the_optimistic_guess_compares_tasks_of_like_arithmetic_only():
+    """A depthwise convolution (9 multiply-adds an output) cannot reach a dense one's
+    throughput (here 144 an output): the dense one does not pull the depthwise one forward,
+    while a dense task of about the same reduction does."""
+    def conv(channels, groups, size=14):
+        return ops.conv2d(1, channels, size, size, channels, 3, 3, padding=1, groups=groups)
+    depthwise, dense, dense2 = conv(16, 16), conv(16, 1), conv(16, 1, 12)
+    sched = TaskScheduler([Task(depthwise, TARGET, "dw"), Task(dense, TARGET, "dense"),
+                           Task(dense2, TARGET, "dense2")], "gradient", epsilon=0.0)
+    speed = 50e9  # the dense task's throughput: flops / seconds
+    for r in range(1, 4):
+        sched.record(0, 16 * r, 1e-4)  # depthwise: far below in flops/s, flat
+        sched.record(1, 16 * r, Task(dense, TARGET).flops / speed)
+        sched.record(2, 16 * r, Task(dense2, TARGET).flops / speed * 4)  # 4x below its peer
+    # the depthwise task's only peer is itself: no hope beyond its own (Ansor's beta) speed
+    assert sched._optimistic(0) == pytest.approx(2 * sched._best(0))
+    assert sched._optimistic(2) < sched._best(2) / 1.9  # its peer says it can go faster
+    assert sched.next_task() == 2

@@ -100,6 +100,56 @@ def test_fusion_puts_conv_bias_residual_and_relu_in_one_group():
         made.add(grp.output)
 
 
+def attention(seq: int = 7, heads: int = 3, dim: int = 5) -> Graph:
+    """One attention head block on activations q, k, v (1, seq, heads * dim): split heads,
+    scores, softmax, weighted sum, merge heads, an output ReLU (odd sizes throughout)."""
+    g = Graph("attention")
+    q, k, v = (g.add_input(n, (1, seq, heads * dim)) for n in "qkv")
+
+    def split(x, perm):
+        return g.add_node("transpose", [g.add_node("reshape", [x], shape=(1, seq, heads, dim))],
+                          perm=perm)
+    scores = g.add_node("matmul", [split(q, (0, 2, 1, 3)), split(k, (0, 2, 3, 1))])
+    scaled = g.add_node("div", [scores, g.add_constant("scale", float(np.sqrt(dim)))])
+    probs = g.add_node("softmax", [scaled], axis=-1)
+    mixed = g.add_node("matmul", [probs, split(v, (0, 2, 1, 3))])
+    merged = g.add_node("reshape", [g.add_node("transpose", [mixed], perm=(0, 2, 1, 3))],
+                        shape=(1, seq, heads * dim))
+    g.set_outputs([g.add_node("relu", [merged])])
+    return g
+
+
+def test_attention_transposes_fold_into_their_matmuls():
+    graph = attention()
+    ops = [[n.op for n in grp.nodes] for grp in fuse(graph) if not grp.is_view]
+    # the head splits are prologues of the two products, the head merge an epilogue of the
+    # second: no transpose is a kernel of its own; the ReLU after the merge's reshape is
+    assert ops == [["transpose", "transpose", "matmul", "div"], ["softmax"],
+                   ["transpose", "matmul", "transpose"], ["relu"]]
+    for fallback in ("prior", "unscheduled"):
+        model = compile_model(graph, fallback=fallback)
+        feeds = _feeds(graph)
+        np.testing.assert_allclose(model(*feeds)[0], run_graph(graph, feeds)[0], rtol=1e-5,
+                                   atol=1e-6)
+    assert {s.how for s in model.statuses} == {"unscheduled"}
+
+
+def test_a_transpose_with_other_readers_or_of_a_weight_stays_a_kernel():
+    g = Graph("shared")
+    x = g.add_input("x", (1, 4, 6))
+    t = g.add_node("transpose", [x], perm=(0, 2, 1))
+    prod = g.add_node("matmul", [x, t])  # t is also read below: it cannot fold away
+    g.set_outputs([g.add_node("add", [g.add_node("relu", [t]), g.add_node("relu", [t])]), prod])
+    ops = [[n.op for n in grp.nodes] for grp in fuse(g)]
+    assert ["transpose"] in ops and ["matmul"] in ops
+    # a dense layer's weight is a constant: its layout is packing's business, not fusion's
+    d = Graph("dense")
+    y = d.add_input("y", (2, 6))
+    w = d.add_node("transpose", [d.add_input("w", (6, 5))], perm=(1, 0))
+    d.set_outputs([d.add_node("dense", [y, w])])
+    assert [[n.op for n in grp.nodes] for grp in fuse(d)] == [["transpose"], ["dense"]]
+
+
 def test_identical_blocks_share_one_weighted_task():
     graph = simplify(residual_net())
     kernels, tasks = model_tasks(graph, tessel.Target("host"))

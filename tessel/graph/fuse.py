@@ -5,8 +5,11 @@ that produces one of its inputs when that value has no other consumer and is not
 output, so conv + bias + batch norm + residual add + ReLU is one kernel and the intermediate
 tensors never reach memory. Anchors (conv, dense, matmul) and reductions (pools, softmax,
 layer norm) start groups and take elementwise consumers; injective nodes (transpose) join
-elementwise or injective groups. Reshapes are views: a group of their own that the executor
-runs as a buffer alias, not a kernel.
+elementwise or injective groups. A batched matmul of two activations (attention's scores and
+weighted sum) also takes the transposes that feed it, as a prologue the search space inlines
+into its reads, and one transpose of its result, folded into its stores: BERT's head splits
+and merge stop being kernels of their own. Reshapes are views: a group of their own that the
+executor runs as a buffer alias, not a kernel.
 """
 from __future__ import annotations
 
@@ -16,9 +19,13 @@ from tessel.graph.ir import Graph, Node
 from tessel.graph.ops import OPS
 
 MAX_GROUP_NODES = 16
-# kind of the group's first node -> kinds of the nodes that may join it
+# kind of the group -> kinds of the nodes that may join it
 _JOINS = {"anchor": {"elemwise"}, "reduce": {"elemwise"},
           "elemwise": {"elemwise", "injective"}, "injective": {"elemwise", "injective"}}
+# anchors whose operands are both activations: the index remappings feeding them (attention's
+# head transposes) fold into them as prologues, and a transpose of their result folds into
+# their stores (a weight's layout is the packing's business, not fusion's)
+FOLDS_TRANSPOSES = {"matmul"}
 
 
 @dataclass
@@ -33,7 +40,14 @@ class FusedGroup:
 
     @property
     def kind(self) -> str:
-        return OPS[self.nodes[0].op].kind
+        """Its anchor's or reduction's kind when it has one (a prologue may come first), else
+        its first node's."""
+        kinds = [OPS[n.op].kind for n in self.nodes]
+        return next((k for k in ("anchor", "reduce") if k in kinds), kinds[0])
+
+    @property
+    def anchor(self) -> Node | None:
+        return next((n for n in self.nodes if OPS[n.op].kind == "anchor"), None)
 
     @property
     def is_view(self) -> bool:
@@ -58,6 +72,8 @@ def fuse(graph: Graph) -> list[FusedGroup]:
     groups: list[FusedGroup] = []
     for node in graph.nodes:
         group = _host(graph, node, owner, users)
+        if group is None and node.op in FOLDS_TRANSPOSES:
+            group = _prologue(graph, node, owner, users, groups)
         if group is None:
             group = FusedGroup()
             groups.append(group)
@@ -74,11 +90,45 @@ def _host(graph: Graph, node: Node, owner: dict[str, FusedGroup],
     kind = OPS[node.op].kind
     for v in node.inputs:
         group = owner.get(v)
-        if (group is not None and group.output == v and len(users[v]) == 1
-                and v not in graph.outputs and kind in _JOINS.get(group.kind, ())
-                and len(group.nodes) < MAX_GROUP_NODES):
+        if group is None or not _sole_use(graph, group, v, users):
+            continue
+        joins = _JOINS.get(group.kind, set())
+        if group.kind == "anchor" and group.anchor.op in FOLDS_TRANSPOSES and all(
+                OPS[n.op].kind != "injective"
+                for n in group.nodes[group.nodes.index(group.anchor) + 1:]):
+            joins = joins | {"injective"}  # one transpose of the product, after its epilogue
+        if kind in joins:
             return group
     return None
+
+
+def _sole_use(graph: Graph, group: FusedGroup, v: str, users: dict[str, list[Node]]) -> bool:
+    """Whether `v` is `group`'s result, read only by one node and not a model output, and the
+    group has room for another node."""
+    return (group.output == v and len(users[v]) == 1 and v not in graph.outputs
+            and len(group.nodes) < MAX_GROUP_NODES)
+
+
+def _prologue(graph: Graph, node: Node, owner: dict[str, FusedGroup],
+              users: dict[str, list[Node]], groups: list[FusedGroup]) -> FusedGroup | None:
+    """The groups of index remappings (and elementwise ops) that only feed `node`, merged into
+    one for `node` to join; None when there are none."""
+    feeding = []
+    for v in dict.fromkeys(node.inputs):
+        group = owner.get(v)
+        if group is not None and group.kind in ("injective", "elemwise") and \
+                any(OPS[n.op].kind == "injective" for n in group.nodes) and \
+                _sole_use(graph, group, v, users) and group not in feeding:
+            feeding.append(group)
+    if not feeding or sum(len(g.nodes) for g in feeding) >= MAX_GROUP_NODES:
+        return None
+    merged = feeding[0]
+    for other in feeding[1:]:
+        merged.nodes.extend(other.nodes)
+        groups.remove(other)
+        for n in other.nodes:
+            owner[n.output] = merged
+    return merged
 
 
 __all__ = ["FusedGroup", "fuse", "MAX_GROUP_NODES"]

@@ -44,7 +44,8 @@ FALLBACKS = ("prior", "unscheduled")
 @dataclass(frozen=True)
 class TaskStatus:
     """How the executor runs one task: "tuned" (the database's best program), "prior" (the
-    auto space's first expert prior, tessel.space.priors) or "unscheduled"."""
+    auto space's first expert prior, tessel.space.priors, or its first design for a program
+    with nothing to tile) or "unscheduled"."""
     task: Task
     how: str
 
@@ -115,8 +116,9 @@ def compile_model(model: Any, target: Target | None = None,
                   layout: str = DEFAULT_LAYOUT) -> "CompiledModel":
     """Compile `model` for `target` with the best kernel `database` holds for each task. A task
     without a record runs, with fallback="prior", the auto space's first expert prior (a
-    register-blocked program, as AutoTVM's fallback configuration) where it has one, else its
-    unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
+    register-blocked program, as AutoTVM's fallback configuration) where it has one, the
+    space's first design where there is nothing to tile (a concat runs parallel and
+    vectorized), else its unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
     constant weight into a packed layout get it packed once, here (tessel.prepack).
 
     `layout` "blocked" runs convolutions in blocked channel layouts (NCHW[b]c, converted at
@@ -195,9 +197,16 @@ def _arg_sources(main: PrimFunc, func: PrimFunc, packs: list[Prepack]) -> tuple:
 
 
 def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFunc, str]:
-    """The first expert prior of the auto space that passes the postprocessors; else the
-    unscheduled program (also when `space` is None)."""
-    for design, decisions in ranked_priors(space, func) if space is not None else ():
+    """The first expert prior of the auto space that passes the postprocessors; for a program
+    with nothing to tile (a copy, a concat: no priors) the space's first design as it was
+    sampled (parallel, vectorized: a serial copy ran at half its speed); else the unscheduled
+    program (also when `space` is None)."""
+    if space is None:
+        return func, "unscheduled"
+    priors = ranked_priors(space, func)
+    if not priors:
+        priors = [(design, design.decisions) for design in space.designs(func)[:1]]
+    for design, decisions in priors:
         try:
             final = postprocess(design.apply(Schedule(func), decisions), posts)
         except ScheduleError:

@@ -385,3 +385,54 @@ def test_a_kernel_with_nothing_to_tile_falls_back_to_the_spaces_parallel_design(
     assert "T.parallel" in source and "T.vectorized" in source
     feeds = _feeds(g)
     np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0])
+
+
+def fire(c_in: int = 6, squeeze: int = 3, e1: int = 5, e3: int = 16, hw: int = 9,
+         out: int = 4) -> Graph:
+    """SqueezeNet's fire module: a 1x1 squeeze, 1x1 and 3x3 expands side by side, their
+    concatenation along channels, and a 1x1 conv after it."""
+    g = Graph("fire")
+    x = g.add_input("x", (1, c_in, hw, hw))
+    s = g.add_node("relu", [g.add_node("conv", [x, _const(g, "sq", squeeze, c_in, 1, 1)])])
+    a = g.add_node("relu", [g.add_node("conv", [s, _const(g, "e1", e1, squeeze, 1, 1)])])
+    b = g.add_node("relu", [g.add_node("conv", [s, _const(g, "e3", e3, squeeze, 3, 3)],
+                                       pads=(1, 1, 1, 1))])
+    cat = g.add_node("concat", [a, b], axis=1)
+    g.set_outputs([g.add_node("conv", [cat, _const(g, "out", out, e1 + e3, 1, 1)])])
+    return g
+
+
+@pytest.mark.parametrize("layout,e1,e3,in_place", [("plain", 5, 16, True),
+                                                   ("blocked", 16, 32, True),
+                                                   ("blocked", 5, 16, None)])
+def test_a_concat_of_kernel_results_is_written_in_place(layout, e1, e3, in_place):
+    """The expands write their channels straight into the concat's output: no concat kernel
+    runs, the two results are slices of one block, and the outputs are the interpreter's
+    (ragged channel counts too: 5 + 16, whatever the layout pass makes of them)."""
+    graph = fire(e1=e1, e3=e3, out=32)
+    model = compile_model(graph, layout=layout)
+    if in_place:
+        names = [k.func.name for k in model._kernels]
+        assert not any("concat" in n for n in names), names
+        cat = next(n for n in model.graph.nodes if n.op == "concat")
+        whole = model._arrays[cat.output]
+        for v in cat.inputs:
+            assert np.shares_memory(model._arrays[v], whole)
+    for seed in range(2):
+        feeds = [np.random.default_rng(seed).standard_normal((1, 6, 9, 9)).astype("float32")]
+        np.testing.assert_allclose(model(*feeds)[0], run_graph(graph, feeds)[0], rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_a_concat_whose_input_is_read_elsewhere_still_runs():
+    g = Graph("shared")
+    x = g.add_input("x", (1, 4, 6))
+    a = g.add_node("relu", [x])
+    cat = g.add_node("concat", [a, g.add_node("exp", [x])], axis=1)
+    g.set_outputs([cat, g.add_node("neg", [a])])  # a is read twice: the concat copies it
+    groups = fuse(g)
+    assert not any(grp.in_place for grp in groups)
+    model = compile_model(g)
+    feeds = _feeds(g)
+    for got, want in zip(model(*feeds), run_graph(g, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

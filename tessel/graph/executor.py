@@ -336,7 +336,8 @@ class CompiledModel:
 
 def _plan_memory(graph: Graph, groups: list[FusedGroup]) -> dict[str, np.ndarray]:
     """An array for every value the groups read or write; intermediate values share blocks
-    whose lifetimes do not overlap, reshapes alias their input."""
+    whose lifetimes do not overlap, reshapes alias their input, the inputs of an in-place
+    concat are slices of its output."""
     root, end = _lifetimes(graph, groups)
     arrays: dict[str, np.ndarray] = dict(graph.constants)
     blocks: dict[str, np.ndarray] = {}
@@ -349,8 +350,16 @@ def _plan_memory(graph: Graph, groups: list[FusedGroup]) -> dict[str, np.ndarray
         if group.is_view:
             arrays[out] = arrays[group.nodes[0].inputs[0]].reshape(graph.types[out].shape)
             continue
-        blocks[out] = _take(free, graph.types[out].nbytes)
-        arrays[out] = _view(blocks[out], graph, out)
+        if root[out] != out:  # an input of an in-place concat: a slice of the concat's block
+            concat = root[out]
+            if concat not in blocks:
+                blocks[concat] = _take(free, graph.types[concat].nbytes)
+                arrays[concat] = _view(blocks[concat], graph, concat)
+            start, stop = _concat_slice(graph, concat, out)
+            arrays[out] = arrays[concat].reshape(-1)[start:stop].reshape(graph.types[out].shape)
+        elif not group.in_place:  # (an in-place concat's block exists since its first input)
+            blocks[out] = _take(free, graph.types[out].nbytes)
+            arrays[out] = _view(blocks[out], graph, out)
         for r, last in end.items():
             if last == step and r in blocks and r not in graph.inputs:
                 free.append(blocks.pop(r))
@@ -362,16 +371,29 @@ def _lifetimes(graph: Graph, groups: list[FusedGroup]) -> tuple[dict[str, str], 
     each root's block is free (never, for model outputs)."""
     root = {v: v for v in graph.inputs}
     root.update({c: c for c in graph.constants})
+    into = {v: g.output for g in groups if g.in_place for v in g.nodes[0].inputs}
     end: dict[str, float] = {}
     for step, group in enumerate(groups):
         out = group.output
-        root[out] = root[group.nodes[0].inputs[0]] if group.is_view else out
+        root[out] = root[group.nodes[0].inputs[0]] if group.is_view else into.get(out, out)
         end.setdefault(root[out], step)
         for v in group.external_inputs():
             end[root[v]] = max(end.get(root[v], step), step)
     for v in graph.outputs:
         end[root[v]] = math.inf
     return root, end
+
+
+def _concat_slice(graph: Graph, concat: str, value: str) -> tuple[int, int]:
+    """The elements of in-place concat `concat`'s flat output that input `value` fills."""
+    node = next(n for n in graph.nodes if n.output == concat)
+    start = 0
+    for v in node.inputs:
+        size = math.prod(graph.types[v].shape)
+        if v == value:
+            return start, start + size
+        start += size
+    raise AssertionError(f"{value} is not an input of {concat}")
 
 
 def _take(free: list[np.ndarray], nbytes: int) -> np.ndarray:

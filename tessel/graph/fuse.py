@@ -9,10 +9,13 @@ elementwise or injective groups. A batched matmul of two activations (attention'
 weighted sum) also takes the transposes that feed it, as a prologue the search space inlines
 into its reads, and one transpose of its result, folded into its stores: BERT's head splits
 and merge stop being kernels of their own. Reshapes are views: a group of their own that the
-executor runs as a buffer alias, not a kernel.
+executor runs as a buffer alias, not a kernel. So is a concat along the leading non-unit axis
+whose inputs are kernel results read by nothing else (SqueezeNet's fire modules): its
+producers write into slices of its output and it does not run at all (`in_place`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tessel.graph.ir import Graph, Node
@@ -33,6 +36,7 @@ class FusedGroup:
     """Nodes that run as one kernel (or one view), in order; the last one's output is the
     group's only value used outside it."""
     nodes: list[Node] = field(default_factory=list)
+    in_place: bool = False  # a concat whose inputs are written straight into its output
 
     @property
     def output(self) -> str:
@@ -81,7 +85,27 @@ def fuse(graph: Graph) -> list[FusedGroup]:
         owner[node.output] = group
     # a group runs when its last node may: after every producer of its external inputs
     position = {n.output: k for k, n in enumerate(graph.nodes)}
-    return sorted(groups, key=lambda g: position[g.output])
+    groups = sorted(groups, key=lambda g: position[g.output])
+    for group in groups:
+        group.in_place = _concat_in_place(graph, group, owner, users)
+    return groups
+
+
+def _concat_in_place(graph: Graph, group: FusedGroup, owner: dict[str, FusedGroup],
+                     users: dict[str, list[Node]]) -> bool:
+    """Whether `group` is a lone concat whose inputs can be written by their producers
+    straight into slices of its output: every axis before the concatenated one has extent 1
+    (each input is then one contiguous run of the output: channels of a batch-1 NCHW or
+    blocked tensor), and each input is a distinct kernel's result read by nothing else."""
+    if len(group.nodes) != 1 or group.nodes[0].op != "concat":
+        return False
+    node = group.nodes[0]
+    shape = graph.types[node.output].shape
+    if math.prod(shape[:node.attrs["axis"] % len(shape)]) != 1 or \
+            len(set(node.inputs)) != len(node.inputs):
+        return False
+    return all(v in owner and not owner[v].is_view and not owner[v].in_place
+               and _sole_use(graph, owner[v], v, users) for v in node.inputs)
 
 
 def _host(graph: Graph, node: Node, owner: dict[str, FusedGroup],

@@ -87,7 +87,7 @@ def _param_name(node: Node, index: int, count: int) -> str:
 
 
 def lower_groups(graph: Graph, groups: list[FusedGroup]) -> list[GroupKernel]:
-    return [lower_group(graph, g) for g in groups if not g.is_view]
+    return [lower_group(graph, g) for g in groups if not (g.is_view or g.in_place)]
 
 
 def extract_tasks(kernels: list[GroupKernel], target: Target) -> list[Task]:

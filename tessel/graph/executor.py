@@ -30,7 +30,8 @@ from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
-from tessel.ir import CONSTANT_PARAMS, PrimFunc
+from tessel.ir import CONSTANT_PARAMS, REDUCE, PrimFunc
+from tessel.ir.visitor import blocks
 from tessel.schedule import Schedule, ScheduleError
 from tessel.space import Postproc, default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
@@ -44,8 +45,8 @@ FALLBACKS = ("prior", "unscheduled")
 @dataclass(frozen=True)
 class TaskStatus:
     """How the executor runs one task: "tuned" (the database's best program), "prior" (the
-    auto space's first expert prior, tessel.space.priors, or its first design for a program
-    with nothing to tile) or "unscheduled"."""
+    auto space's first expert prior, tessel.space.priors, or its first design for a copy) or
+    "unscheduled"."""
     task: Task
     how: str
 
@@ -117,8 +118,8 @@ def compile_model(model: Any, target: Target | None = None,
     """Compile `model` for `target` with the best kernel `database` holds for each task. A task
     without a record runs, with fallback="prior", the auto space's first expert prior (a
     register-blocked program, as AutoTVM's fallback configuration) where it has one, the
-    space's first design where there is nothing to tile (a concat runs parallel and
-    vectorized), else its unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
+    space's first design for a copy (a concat runs parallel and vectorized), else its
+    unscheduled program (see `CompiledModel.report`). With `prepack`, kernels that copy a
     constant weight into a packed layout get it packed once, here (tessel.prepack).
 
     `layout` "blocked" runs convolutions in blocked channel layouts (NCHW[b]c, converted at
@@ -197,14 +198,17 @@ def _arg_sources(main: PrimFunc, func: PrimFunc, packs: list[Prepack]) -> tuple:
 
 
 def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFunc, str]:
-    """The first expert prior of the auto space that passes the postprocessors; for a program
-    with nothing to tile (a copy, a concat: no priors) the space's first design as it was
-    sampled (parallel, vectorized: a serial copy ran at half its speed); else the unscheduled
-    program (also when `space` is None)."""
+    """The first expert prior of the auto space that passes the postprocessors; for a copy
+    (a concat, a transpose: no reduction, no priors) the space's first design as it was
+    sampled (parallel, vectorized: the serial copy ran at half its speed; a reduction's
+    sampled design can be far slower than its serial loop: BERT's softmax and layer norm
+    made the untuned layer 3x slower); else the unscheduled program (also when `space` is
+    None)."""
     if space is None:
         return func, "unscheduled"
     priors = ranked_priors(space, func)
-    if not priors:
+    if not priors and not any(iv.kind == REDUCE for b in blocks(func.body)
+                              for iv in b.iter_vars):
         priors = [(design, design.decisions) for design in space.designs(func)[:1]]
     for design, decisions in priors:
         try:

@@ -40,6 +40,13 @@ def test_bad_command_lines_are_named(argv, message, capsys, tmp_path):
     assert message in capsys.readouterr().err
 
 
+def test_tune_model_refuses_a_negative_selection(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["tune-model", "resnet18", "--select", "-1"])
+    assert stop.value.code == 2
+    assert "--select: must be an int >= 0, got '-1'" in capsys.readouterr().err
+
+
 def test_best_and_report_on_an_empty_database(tmp_path, capsys):
     db = str(tmp_path / "r.db")
     Database(db).close()

@@ -1,5 +1,6 @@
 """Database: records by workload and target fingerprint, top-k, JSON-lines exchange, bad files,
 several writing processes, and a writer killed mid-run."""
+import dataclasses
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import pytest
 
 from tessel import Schedule, Target, ops
 from tessel.database import Database, DatabaseError, TuningRecord
+from tessel.database.record import IN_SEQUENCE
 from tessel.ir import structural_equal, structural_hash
 from tessel.measure import MeasureCandidate, MeasureResult
 
@@ -75,6 +77,30 @@ def test_top_k_keeps_the_best_of_each_trace_and_knobs(tmp_path):
         top = db.top_k(func, HOST, k=5)
     assert [(r.mean_secs, r.knobs) for r in top] == [(1.0, (2, "x")), (2.0, None),
                                                      (3.0, (1, "x"))]
+
+
+def test_an_in_sequence_choice_is_apart_from_the_tuning_records_and_goes_stale(tmp_path):
+    """A record timed in its model's sequence (tessel.graph.select) is another protocol: the
+    tuner's reads never see it, Database.selection does, until a newer tuning record."""
+    func = ops.matmul(9, 10, 11)
+    cands, results = measured_batch(func)
+    with Database(tmp_path / "r.db") as db:
+        records = db.commit_results(HOST, cands, results)
+        assert db.selection(func, HOST) is None
+        slow = records[3]  # 2e-3 s alone; say it ran fastest in its model's sequence
+        choice = dataclasses.replace(slow, costs=(1.5e-3,), flags=IN_SEQUENCE,
+                                     timestamp=max(r.timestamp for r in records) + 1)
+        db.commit([choice])
+        assert db.count(func) == 4 and len(db.records(func, HOST)) == 4
+        assert [r.mean_secs for r in db.top_k(func, HOST, k=10)] == [1e-3, 2e-3, 4e-3]
+        assert db.new_records(func, HOST)[1] == records
+        got = db.selection(func, HOST)
+        assert got is not None and got.trace_json == slow.trace_json and got.costs == (1.5e-3,)
+        # a tuning record after the choice: the choice did not see it, so it no longer holds
+        db.commit([dataclasses.replace(records[1], timestamp=choice.timestamp + 1)])
+        assert db.selection(func, HOST) is None
+        out = tmp_path / "r.jsonl"
+        assert db.export_jsonl(out) == 6  # the choice is exported with everything else
 
 
 def test_records_need_their_workload(tmp_path):

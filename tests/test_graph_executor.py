@@ -437,3 +437,32 @@ def test_a_concat_whose_input_is_read_elsewhere_still_runs():
     feeds = _feeds(g)
     for got, want in zip(model(*feeds), run_graph(g, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_select_in_sequence_stores_a_choice_among_the_best_that_compile_model_runs(tmp_path):
+    from tessel.graph.select import select_in_sequence
+    graph = fire(e1=16, e3=16, out=16)
+    db = tmp_path / "f.db"
+    tessel.tune_model(graph, trials=24, database=db, strategy="random", cost_model="random",
+                      batch_size=6, progress=False, select=0)
+    with pytest.raises(GraphError, match="candidates must be an int >= 1"):
+        select_in_sequence(graph, database=db, candidates=0)
+    with pytest.raises(GraphError, match="does not exist"):
+        select_in_sequence(graph, database=tmp_path / "none.db")
+    chosen = select_in_sequence(graph, database=db, candidates=3, rounds=3, margin=0.0)
+    target = tessel.Target("host")
+    store = tessel.Database(db)
+    _, tasks = model_tasks(graph, target)
+    tuned = [t for t in tasks if store.top_k(t.workload, target)]
+    assert len(tuned) >= 3 and set(chosen.ranks) == {t.label for t in tuned}
+    for task in tuned:
+        pick = store.selection(task.workload, target)
+        top = [r.trace_json for r in store.top_k(task.workload, target, k=3)]
+        assert pick is not None and pick.trace_json in top
+        assert top.index(pick.trace_json) == chosen.ranks[task.label] or len(top) < 3
+    assert 0 < chosen.after <= chosen.before and "tasks changed" in chosen.line()
+    model = compile_model(graph, database=db)
+    assert sum(s.tuned for s in model.statuses) == len(tuned)
+    feeds = _feeds(graph)
+    np.testing.assert_allclose(model(*feeds)[0], run_graph(graph, feeds)[0], rtol=1e-4,
+                               atol=1e-5)

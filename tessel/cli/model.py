@@ -25,6 +25,7 @@ from tessel.graph import models
 from tessel.graph.executor import load_model, model_tasks
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
+from tessel.graph.select import select_in_sequence
 
 
 def load_graph(args: argparse.Namespace):
@@ -67,10 +68,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
     graph = load_graph(args)
-    results = tessel.tune_model(graph, tessel.Target("host"), args.trials, database=args.db,
+    target = tessel.Target("host")
+    results = tessel.tune_model(graph, target, args.trials, database=args.db,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
-                                seed=args.seed, layout=args.layout)
+                                seed=args.seed, layout=args.layout, select=0)
     print(f"{graph.name}: {len(results)} tasks, records in {args.db}")
     for r in results:
         trials = r.trials_before + len(r.history)
@@ -80,6 +82,10 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         print(f"tessel tune-model: interrupted; every measured trial is stored in {args.db}, "
               "and the same command resumes", file=sys.stderr)
         return 130
+    if args.select:
+        chosen = select_in_sequence(graph, target, args.db, candidates=args.select,
+                                    layout=args.layout)
+        print(f"{graph.name}: {chosen.line()}")
     return 0
 
 
@@ -126,6 +132,16 @@ def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS) 
     p.add_argument("--seed", type=int, default=0)
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
+    return value
+
+
 def add_commands(sub) -> None:
     p = sub.add_parser("tasks", help="the fused kernels and tuning tasks of a model")
     _model_args(p)
@@ -137,6 +153,9 @@ def add_commands(sub) -> None:
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="pretrained")
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--select", type=_non_negative, default=8, metavar="N",
+                   help="then time each task's N best records in the model's sequence and "
+                        "store the fastest there as its choice (default 8; 0: off)")
     p.set_defaults(fn=cmd_tune_model)
     p = sub.add_parser("run-model", help="compile a model with the database, check and time it")
     _model_args(p, layouts=(*LAYOUTS, "auto"))

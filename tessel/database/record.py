@@ -12,6 +12,10 @@ from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.schedule import Trace
 from tessel.target import Target
 
+# flag of a record timed in its model's sequence, not repeated alone (tessel.graph.select):
+# another protocol, so only Database.selections returns it, never the tuner's reads
+IN_SEQUENCE = "in_sequence"
+
 RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_kind, error_msg, "
                   "build_secs, run_secs, timestamp, run, flags")  # the order of TuningRecord.row()
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from tessel.database.jsonl import export_lines, parse_lines
-from tessel.database.record import (RECORD_COLUMNS, DatabaseError, TuningRecord, Workload,
-                                    check, record_digest, target_key)
+from tessel.database.record import (IN_SEQUENCE, RECORD_COLUMNS, DatabaseError, TuningRecord,
+                                    Workload, check, record_digest, target_key)
 from tessel.ir import PrimFunc, structural_hash
 from tessel.ir.serialize import from_json as func_from_json
 from tessel.ir.serialize import to_json as func_to_json
@@ -288,10 +288,27 @@ class Database:
             f"SELECT {RECORD_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
             "trace_json, knobs_json ORDER BY mean_secs, id) AS rank FROM records WHERE "
             "workload = ? AND target = ? AND error_kind IS NULL AND "
-            "instr(flags, 'disturbed') = 0) WHERE rank = 1 "
+            "instr(flags, 'disturbed') = 0 AND instr(flags, ?) = 0) WHERE rank = 1 "
             "ORDER BY mean_secs, id LIMIT ?",
-            (_workload_key(workload), target_key(target), int(k)))
+            (_workload_key(workload), target_key(target), IN_SEQUENCE, int(k)))
         return [TuningRecord.from_row(r) for r in rows]
+
+    def selection(self, workload: PrimFunc | str, target: Target | str) -> TuningRecord | None:
+        """The program tessel.graph.select last chose for `workload` by timing its model's
+        kernels in sequence, while it is current: None when there is none, or when a tuning
+        record arrived after it (the choice did not see that one)."""
+        self._verify_target(target)
+        key, tkey = _workload_key(workload), target_key(target)
+        rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records WHERE workload = ? AND "
+                          "target = ? AND instr(flags, ?) > 0 ORDER BY timestamp DESC, id DESC "
+                          "LIMIT 1", (key, tkey, IN_SEQUENCE))
+        if not rows:
+            return None
+        chosen = TuningRecord.from_row(rows[0])
+        newer = self._read("SELECT COUNT(*) FROM records WHERE workload = ? AND target = ? AND "
+                           "instr(flags, ?) = 0 AND timestamp > ?",
+                           (key, tkey, IN_SEQUENCE, chosen.timestamp))[0][0]
+        return None if newer else chosen
 
     def records(self, workload: PrimFunc | str,
                 target: Target | str | None = None) -> list[TuningRecord]:
@@ -435,7 +452,9 @@ def _describe(fingerprint: Any) -> str:
 
 
 def _filters(workload: PrimFunc | str | None, target: Target | str | None) -> tuple[str, list]:
-    clauses, args = [], []
+    """WHERE clauses for a workload and a target, and never a record of another protocol
+    (IN_SEQUENCE: Database.selection's)."""
+    clauses, args = ["instr(flags, ?) = 0"], [IN_SEQUENCE]
     if workload is not None:
         clauses.append("workload = ?")
         args.append(_workload_key(workload))

@@ -13,6 +13,7 @@ list of C calls.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tessel.codegen import Module, build
-from tessel.database import Database
+from tessel.database import Database, TuningRecord
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.extras import require
@@ -33,12 +34,14 @@ from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import CONSTANT_PARAMS, REDUCE, PrimFunc
 from tessel.ir.visitor import blocks
 from tessel.schedule import Schedule, ScheduleError
-from tessel.space import Postproc, default_postprocs, make_space, postprocess
+from tessel.space import (Postproc, SpaceError, default_postprocs, final_func, make_space,
+                          postprocess)
 from tessel.space.priors import ranked_priors
 from tessel.target import Target
 from tessel.tuning import Task, TuneResult, best_func, tune_tasks
 
 
+log = logging.getLogger("tessel")
 FALLBACKS = ("prior", "unscheduled")
 
 
@@ -98,15 +101,25 @@ def model_tasks(graph: Graph, target: Target, layout: str = DEFAULT_LAYOUT
 def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
                database: str | Path | Database | None = "tessel.db",
                input_shapes: dict | None = None, example_inputs: tuple | None = None,
-               layout: str = DEFAULT_LAYOUT, **options: Any) -> list[TuneResult]:
+               layout: str = DEFAULT_LAYOUT, select: int = 8,
+               **options: Any) -> list[TuneResult]:
     """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
     a torch module with `example_inputs`) within `trials` measurements in all, shared by the
-    task scheduler; `options` go to `tune_tasks`. `tessel.compile_model` then runs the model
-    with what the database holds (tune and compile in the same `layout`)."""
+    task scheduler; `options` go to `tune_tasks`. Then, with `select` > 0 and a database,
+    each task's `select` best records are timed in the model's sequence and the fastest
+    there is stored as its choice (tessel.graph.select; not after an interrupted run).
+    `tessel.compile_model` then runs the model with what the database holds (tune and compile
+    in the same `layout`)."""
+    check(isinstance(select, int) and select >= 0, f"select must be an int >= 0, got {select!r}")
     target = target if target is not None else Target("host")
     graph = load_model(model, input_shapes, example_inputs)
     _, tasks = model_tasks(graph, target, layout)
-    return tune_tasks(tasks, trials, database=database, **options)
+    results = tune_tasks(tasks, trials, database=database, **options)
+    if select and database is not None and not any(r.interrupted for r in results):
+        from tessel.graph.select import select_in_sequence
+        chosen = select_in_sequence(graph, target, database, candidates=select, layout=layout)
+        log.info("%s: %s", graph.name, chosen.line())
+    return results
 
 
 def compile_model(model: Any, target: Target | None = None,
@@ -153,7 +166,10 @@ def compile_model(model: Any, target: Target | None = None,
 
 
 def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, prepack: bool,
-             layout: str) -> "CompiledModel":
+             layout: str, rank: int = 0) -> "CompiledModel":
+    """The compiled model; each task runs the database's best program, or with `rank` > 0
+    its rank-th fastest record (the slowest it has if fewer: tessel.graph.select's
+    candidates)."""
     groups = fuse(graph)
     kernels = lower_groups(graph, groups)
     tasks = extract_tasks(kernels, target)
@@ -165,7 +181,10 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         # runs once, here, as the tuner measured it (pack stages at the root: postprocs_for)
         constant = set(task.workload.constant_params) if prepack else set()
         posts = default_postprocs(target, pack_panels=not constant)
-        func = best_func(task.workload, target, db, posts) if db is not None else None
+        if db is not None and rank > 0:
+            func = ranked_func(task.workload, target, db, posts, rank)
+        else:
+            func = best_func(task.workload, target, db, posts) if db is not None else None
         if func is None and db is not None and task.workload.constant_params:
             # records of the same kernel measured before kernels named their weights (their
             # packing inside the timed call): still better than a prior
@@ -178,6 +197,27 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         built[task.key] = _Built(build(main, target), [(p, build(p.func, target)) for p in packs],
                                  _arg_sources(main, func, packs))
     return CompiledModel(graph, groups, kernels, built, statuses, layout)
+
+
+def ranked_func(func: PrimFunc, target: Target, db: Database, posts: list[Postproc],
+                rank: int) -> PrimFunc | None:
+    """The program of `func`'s rank-th fastest record that replays (the slowest replaying one
+    when there are fewer), postprocessed; None without records."""
+    found = ranked_record(func, target, db, posts, rank)
+    return found[1] if found is not None else None
+
+
+def ranked_record(func: PrimFunc, target: Target, db: Database, posts: list[Postproc],
+                  rank: int) -> tuple[TuningRecord, PrimFunc] | None:
+    """(record, its postprocessed program) of ranked_func."""
+    for record in reversed(db.top_k(func, target, k=rank + 1)):
+        if record.trace_json is None:
+            continue
+        try:
+            return record, final_func(record.trace().apply(Schedule(func)), posts)
+        except (ScheduleError, SpaceError):
+            continue
+    return None
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,12 @@ def best_func(func: PrimFunc, target: Target, db: Database,
               postprocs: Sequence[Postproc] | None = None) -> PrimFunc | None:
     """The scheduled program of the best of the database's records for `func` on `target`
     that still replays (postprocessed by `postprocs`, postprocs_for(func, target) by default,
-    ready to build); None when there is none."""
+    ready to build); None when there is none. The best is the current choice of
+    tessel.graph.select (timed in its model's sequence) where there is one, else the fastest
+    record."""
     posts = list(postprocs) if postprocs is not None else postprocs_for(func, target)
-    for record in db.top_k(func, target, k=5):
+    chosen = db.selection(func, target)  # timed in its model's sequence (tessel.graph.select)
+    for record in [chosen] * (chosen is not None) + db.top_k(func, target, k=5):
         if record.trace_json is None:
             continue
         try:

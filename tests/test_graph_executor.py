@@ -466,3 +466,9 @@ def test_select_in_sequence_stores_a_choice_among_the_best_that_compile_model_ru
     feeds = _feeds(graph)
     np.testing.assert_allclose(model(*feeds)[0], run_graph(graph, feeds)[0], rtol=1e-4,
                                atol=1e-5)
+    # choosing again measures the records themselves, not the choice made before
+    again = select_in_sequence(graph, database=db, candidates=2, rounds=2, margin=0.0)
+    for task in tuned:
+        top = [r.trace_json for r in store.top_k(task.workload, target, k=2)]
+        assert store.selection(task.workload, target).trace_json == \
+            top[min(again.ranks[task.label], len(top) - 1)]

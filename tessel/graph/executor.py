@@ -166,10 +166,10 @@ def compile_model(model: Any, target: Target | None = None,
 
 
 def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, prepack: bool,
-             layout: str, rank: int = 0) -> "CompiledModel":
-    """The compiled model; each task runs the database's best program, or with `rank` > 0
-    its rank-th fastest record (the slowest it has if fewer: tessel.graph.select's
-    candidates)."""
+             layout: str, rank: int | None = None) -> "CompiledModel":
+    """The compiled model; each task runs the database's best program (best_func: its
+    in-sequence choice, else its fastest record), or with a `rank` its rank-th fastest record
+    (the slowest it has if fewer: tessel.graph.select's candidates)."""
     groups = fuse(graph)
     kernels = lower_groups(graph, groups)
     tasks = extract_tasks(kernels, target)
@@ -181,7 +181,7 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         # runs once, here, as the tuner measured it (pack stages at the root: postprocs_for)
         constant = set(task.workload.constant_params) if prepack else set()
         posts = default_postprocs(target, pack_panels=not constant)
-        if db is not None and rank > 0:
+        if db is not None and rank is not None:
             func = ranked_func(task.workload, target, db, posts, rank)
         else:
             func = best_func(task.workload, target, db, posts) if db is not None else None

@@ -82,7 +82,7 @@ def select_in_sequence(model: Any, target: Target | None = None,
         own.constants = dict(graph.constants)
         variants.append(_compile(own, target, db, "prior", True, layout, rank))
     times = _time_in_sequence(variants, rounds, seed)  # (variant, kernel) medians
-    kernels = variants[0]._kernels
+    kernels = variants[0]._kernels  # (rank 0 is the fastest record, not an earlier choice)
     per_task: dict[str, np.ndarray] = {}
     for k, kernel in enumerate(kernels):
         per_task[kernel.key] = per_task.get(kernel.key, 0.0) + times[:, k]

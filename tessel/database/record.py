@@ -13,7 +13,7 @@ from tessel.schedule import Trace
 from tessel.target import Target
 
 # flag of a record timed in its model's sequence, not repeated alone (tessel.graph.select):
-# another protocol, so only Database.selections returns it, never the tuner's reads
+# another protocol, so only Database.selection returns it, never the tuner's reads
 IN_SEQUENCE = "in_sequence"
 
 RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_kind, error_msg, "

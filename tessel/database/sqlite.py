@@ -312,7 +312,8 @@ class Database:
 
     def records(self, workload: PrimFunc | str,
                 target: Target | str | None = None) -> list[TuningRecord]:
-        """Every record of a workload (on `target`, if given), errors included, oldest first."""
+        """Every tuning record of a workload (on `target`, if given), errors included, oldest
+        first (not the in-sequence choices: Database.selection)."""
         self._verify_target(target)
         where, args = _filters(workload, target)
         rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records{where} ORDER BY id", args)

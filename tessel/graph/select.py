@@ -86,7 +86,7 @@ def select_in_sequence(model: Any, target: Target | None = None,
     per_task: dict[str, np.ndarray] = {}
     for k, kernel in enumerate(kernels):
         per_task[kernel.key] = per_task.get(kernel.key, 0.0) + times[:, k]
-    ranks, seconds, chosen = {}, {}, []
+    ranks, seconds, chosen, gain = {}, {}, [], 0.0
     for status in variants[0].statuses:
         task = status.task
         if not status.tuned:
@@ -98,15 +98,13 @@ def select_in_sequence(model: Any, target: Target | None = None,
         found = ranked_record(task.workload, target, db, posts, rank)
         if found is None:
             continue
-        count = sum(k.key == task.key for k in kernels)
         ranks[task.label], seconds[task.label] = rank, float(t[rank])
-        chosen.append(dataclasses.replace(
-            found[0], costs=(float(t[rank]) / count,), timestamp=time.time(),
+        gain += float(t[0] - t[rank])
+        chosen.append(dataclasses.replace(  # seconds of one of its kernels' calls
+            found[0], costs=(float(t[rank]) / task.weight,), timestamp=time.time(),
             run="in-sequence", flags=IN_SEQUENCE, run_secs=0.0))
     db.commit(chosen)
     before = float(times[0].sum())
-    gain = sum(float(per_task[s.task.key][0]) - seconds[s.task.label]
-               for s in variants[0].statuses if s.task.label in seconds)
     return Selection(ranks, seconds, before, before - gain)
 
 

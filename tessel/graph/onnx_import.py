@@ -25,7 +25,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
-from tessel.graph import onnx_fold
+from tessel.graph import onnx_file, onnx_fold
 from tessel.graph.ir import Graph, GraphError, check, unique_name
 from tessel.graph.onnx_convert import CONVERTERS, Const, Value
 from tessel.graph.onnx_fold import FOLD
@@ -34,8 +34,9 @@ from tessel.graph.onnx_fold import FOLD
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
               input_shapes: dict[str, tuple] | None = None, name: str | None = None) -> Graph:
     """Translate an ONNX model (a proto or a file path) into a tessel `Graph`."""
-    proto = model if isinstance(model, onnx.ModelProto) else load_file(model)
-    importer = Importer(proto, name)
+    proto, weights = (model, {}) if isinstance(model, onnx.ModelProto) else load_file(model)
+    importer = Importer(proto, name, weights)
+    del weights  # the importer holds each weight until the last node reading it is converted
     importer.add_inputs(dict(input_shapes or {}))
     for node in proto.graph.node:
         importer.convert(node)
@@ -43,33 +44,36 @@ def from_onnx(model: onnx.ModelProto | str | os.PathLike,
     return importer.graph
 
 
-def load_file(path: str | os.PathLike) -> onnx.ModelProto:
-    """The model in an .onnx file; GraphError when the file is missing, empty, not ONNX or
+def load_file(path: str | os.PathLike) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The model in an .onnx file and its raw initializers as arrays, each weight in memory
+    once (tessel.graph.onnx_file); GraphError when the file is missing, empty, not ONNX or
     holds no graph."""
     path = Path(path)
     check(path.is_file(), f"no such ONNX file: {path}")
     check(path.stat().st_size > 0, f"{path} is empty: not an ONNX model")
     try:
-        proto = onnx.load(os.fspath(path))
+        proto, weights = onnx_file.load_file(path)
     except (DecodeError, ValueError, RuntimeError) as err:
         raise GraphError(f"{path} is not an ONNX model (it does not parse as one: "
                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}; "
                          "cut short or another format?)") from None
     check(len(proto.graph.node) > 0 or len(proto.graph.output) > 0,
           f"{path} holds no ONNX graph (no nodes, no outputs): not a model file?")
-    return proto
+    return proto, weights
 
 
 class Importer:
     """The state of one import: the graph so far and what each ONNX value name became."""
 
-    def __init__(self, proto: onnx.ModelProto, name: str | None) -> None:
+    def __init__(self, proto: onnx.ModelProto, name: str | None,
+                 weights: dict[str, np.ndarray]) -> None:
         g = proto.graph
         self.graph = Graph(name or g.name or "model")
         self.proto = proto
         self.opset = _opset(proto)
-        self.env: dict[str, Value] = {t.name: Const(t.name, numpy_helper.to_array(t))
-                                      for t in g.initializer}
+        self.env: dict[str, Value] = {
+            t.name: Const(t.name, weights[t.name] if t.name in weights
+                          else numpy_helper.to_array(t)) for t in g.initializer}
         self.uses: dict[str, int] = {o.name: 1 for o in g.output}
         for node in g.node:
             for v in node.input:

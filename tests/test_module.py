@@ -6,6 +6,7 @@ import pytest
 
 from tessel import ir, te
 from tessel.codegen import Module, build, compiler
+from tessel.codegen.module import KernelSequence
 from tessel.ir import Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.arith import block_regions
 from tessel.target import Target
@@ -171,3 +172,30 @@ def test_failed_allocation_raises(tmp_path, where):
         mod(out)
     with pytest.raises(RuntimeError, match="allocation failed"):
         mod.time(out)
+
+
+def test_a_sequence_runs_bound_calls_in_order(tmp_path):
+    """c = a + b, then d = c + c: the second kernel reads what the first wrote in the same
+    C call; rebinding nothing, a second run sees new inputs."""
+    add = build(make_add(5), cache_dir=tmp_path)
+    a, b, c = arrays(5)
+    d = np.zeros(5, np.float32)
+    seq = KernelSequence([add.bind(a, b, c), add.bind(c, c, d)], Target("host"))
+    seq()
+    np.testing.assert_array_equal(d, (a + b) * 2)
+    a += 1
+    seq()
+    np.testing.assert_array_equal(d, (a + b) * 2)
+
+
+def test_a_failing_kernel_stops_the_sequence_and_is_named(tmp_path):
+    add = build(make_add(4), cache_dir=tmp_path)
+    huge = build(_huge_alloc_func("root"), cache_dir=tmp_path, compact=False)
+    a, b, c = arrays(4)
+    out, d = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    seq = KernelSequence([add.bind(a, b, c), huge.bind(out), add.bind(c, c, d)],
+                         Target("host"))
+    with pytest.raises(RuntimeError, match="kernel huge: memory allocation failed"):
+        seq()
+    np.testing.assert_array_equal(c, a + b)  # ran before the failure
+    assert not d.any()  # never ran

@@ -18,11 +18,12 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from tessel.codegen import Module, build
+from tessel.codegen.module import BoundCall, KernelSequence
 from tessel.database import Database, TuningRecord
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
@@ -284,7 +285,7 @@ class CompiledModel:
         self.input_names = list(graph.inputs)
         self._arrays = _plan_memory(graph, groups)
         self._kernels = kernels
-        self._calls: list[Callable[[], None]] = []
+        self._calls: list[BoundCall] = []
         # a weight that every kernel reads packed is kept only packed: let go of the original
         # as soon as its last packing ran (the peak holds one weight twice, not all of them)
         read = {k.params[i] for k in kernels for kind, i in built[k.key].args if kind == "param"}
@@ -306,6 +307,8 @@ class CompiledModel:
                                              else packed[i] for kind, i in b.args)))
             for v in free_after.get(step, ()):
                 del self._arrays[v], constants[v]
+        self._sequence = KernelSequence(self._calls, next(
+            (c.module.target for c in self._calls), Target("host")))
         self.prepacked = sum(len(built[k.key].packs) for k in kernels)
         for v in set(constants) - read:  # read by no kernel at all
             del self._arrays[v], constants[v]
@@ -318,8 +321,7 @@ class CompiledModel:
     def __call__(self, *inputs: np.ndarray, **named: np.ndarray) -> list[np.ndarray]:
         for name, value in self._bind_inputs(inputs, named).items():
             np.copyto(self._arrays[name], value)
-        for call in self._calls:
-            call()
+        self._sequence()
         return [self._arrays[v].copy() for v in self.graph.outputs]
 
     def _bind_inputs(self, inputs: tuple, named: dict) -> dict[str, np.ndarray]:

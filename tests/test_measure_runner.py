@@ -89,6 +89,20 @@ def test_far_slower_candidates_are_timed_once(target, tmp_path):
     assert [len(x.costs) for x in results] == [3, 3] and not results[1].flags
 
 
+def test_a_checked_call_far_past_the_limit_is_the_cost(target, tmp_path):
+    """A candidate whose first (checked) call takes over 3x the limit (9x the best) and 20 ms
+    is not called again: this one sleeps 60 ms on its first call only, and is recorded as that call,
+    where timing it again would have found it fast."""
+    first_only = ("    { static int calls = 0; if (calls++ == 0) { struct timespec t = "
+                  "{0, 60000000}; nanosleep(&t, NULL); } }\n" + BODIES["right"])
+    right, lazy = (candidate_and_build(body, target, tmp_path) for body in ("right", first_only))
+    with LocalRunner(target, min_repeat_ms=1.0) as r:
+        r.run(*zip(right))
+        far, = r.run(*zip(lazy))
+    assert far.ok and "stopped_early" in far.flags and len(far.costs) == 1
+    assert far.costs[0] >= 0.06
+
+
 def test_the_best_so_far_bounds_the_time_limit(target, tmp_path):
     """Once a best is known, a candidate that never finishes is cut off after MIN_LIMIT_S
     (the best is microseconds), not after timeout_s; the message says why."""

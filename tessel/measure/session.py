@@ -49,7 +49,8 @@ class RunConfig:
     A candidate whose first timed call takes more than `stop_ratio` times the best mean the
     runner has measured for its workload is not timed further: its one timing is its cost and
     the result is flagged "stopped_early" (0 turns this off). Slow candidates then cost two
-    calls instead of a dozen. Once a best is known, a candidate's time limit is also bounded
+    calls instead of a dozen, and one whose checked (first) call alone took more than three
+    times that limit (and 20 ms) costs that one call. Once a best is known, a candidate's time limit is also bounded
     by it: SLOW_LIMIT_RATIO times stop_ratio x best, at least MIN_LIMIT_S (never more than
     `timeout_s`), so a candidate hundreds of times slower than the best is cut off in a
     second or two instead of `timeout_s`."""

@@ -29,6 +29,8 @@ from tessel.measure.child import serve
 from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
+_FAR_BEYOND = 3.0  # a checked call this many times stop_above_s is the candidate's cost...
+_FAR_MIN_S = 0.02  # ...if it also lasted this long (a first call's fresh pages: microseconds)
 _FIRST_BATCH_S = 1e-3  # a timing against stop_above_s lasts at least about this long
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 _MAX_NUMBER = 2**31 - 1
@@ -160,6 +162,10 @@ class Worker:
         if request.get("check") is not None:
             self.compare(outputs, request["check"])
         limit = config.get("stop_above_s", 0.0)
+        if 0 < limit and first > max(limit * _FAR_BEYOND, _FAR_MIN_S):
+            # far past the limit (cold caches and fresh pages cannot explain it): the checked
+            # call is its one timing; random programs, often 30-1000x the best, cost one call
+            return [first], True
         # a first call already slower than the limit is warm-up enough for the deciding one
         for _ in range(config["warmup"] if not 0 < limit < first else 0):
             _check_status(lib.tessel_entry(args), "kernel")

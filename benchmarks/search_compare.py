@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import tessel
-from tessel import ops, report
+from tessel import ops
+from tessel.tuning import report
 
 CONFIGS = {"evolutionary+xgb": ("evolutionary", "xgb"), "annealing+xgb": ("annealing", "xgb"),
            "random": ("random", "random")}

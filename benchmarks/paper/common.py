@@ -1,0 +1,101 @@
+"""What the paper experiments share: resumable tuning runs (one database per workload,
+configuration and seed: a rerun adds only the trials a run is missing), curves read back from
+the databases, and tables and plots with the spread over seeds.
+
+A configuration is a (strategy, cost model, strategy options) triple under a label:
+
+    CONFIGS["evolutionary+xgb"] == ("evolutionary", "xgb", {})
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import tessel
+from tessel import ops
+from tessel.database import Database
+
+CONFIGS: dict[str, tuple[str, str, dict]] = {
+    "evolutionary+xgb": ("evolutionary", "xgb", {}),
+    "evolutionary+xgb-reg": ("evolutionary", "xgb-reg", {}),
+    "evolutionary+pretrained": ("evolutionary", "pretrained", {}),
+    "annealing+xgb": ("annealing", "xgb", {}),
+    "genetic": ("genetic", "random", {}),
+    "random": ("random", "random", {}),
+}
+
+
+@dataclass
+class Run:
+    """One tuning run's measured seconds (inf: an error), oldest first, and its wall time
+    (from its first record to its last, whichever invocation made them)."""
+    workload: str
+    config: str
+    seed: int
+    seconds: list[float]
+    wall_s: float
+
+    def best_gflops(self, flops: float) -> np.ndarray:
+        g = np.array([flops / s / 1e9 if np.isfinite(s) and s > 0 else 0.0
+                      for s in self.seconds])
+        return np.maximum.accumulate(g) if g.size else g
+
+
+def run(workload: str, config: str, seed: int, trials: int, folder: Path,
+        target: tessel.Target) -> Run:
+    """Tune `workload` with `config` and `seed` until its database holds `trials` records."""
+    if config not in CONFIGS:
+        raise SystemExit(f"unknown configuration {config!r}; known: {sorted(CONFIGS)}")
+    if workload not in ops.SUITE:
+        raise SystemExit(f"unknown workload {workload!r}; known: {sorted(ops.SUITE)}")
+    strategy, model, options = CONFIGS[config]
+    func = ops.SUITE[workload]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{workload}-{config}-s{seed}.db"
+    if _count(path, func, target) < trials:
+        tessel.tune(func, target, trials, strategy=strategy, cost_model=model, database=path,
+                    seed=seed, progress=False, rerun_top=1, strategy_options=dict(options))
+    records = Database(path).records(func, target)[:trials]
+    wall = records[-1].timestamp - records[0].timestamp + records[0].build_secs + \
+        records[0].run_secs if records else 0.0
+    return Run(workload, config, seed, [r.mean_secs if r.ok else float("inf")
+                                        for r in records], wall)
+
+
+def _count(path: Path, func, target) -> int:
+    return len(Database(path).records(func, target)) if path.exists() else 0
+
+
+def spread(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median, minimum and maximum over seeds at each trial (curves cut to the shortest)."""
+    n = min(len(c) for c in curves)
+    stack = np.stack([c[:n] for c in curves])
+    return np.median(stack, 0), stack.min(0), stack.max(0)
+
+
+def plot_curves(groups: dict[str, list[np.ndarray]], path: Path, title: str) -> None:
+    """The median best-so-far curve of each group with its min-max band over seeds."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for label, curves in groups.items():
+        med, lo, hi = spread(curves)
+        xs = np.arange(1, len(med) + 1)
+        ax.plot(xs, med, label=f"{label} (median of {len(curves)})")
+        ax.fill_between(xs, lo, hi, alpha=0.2)
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best GFLOP/s")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def header(target: tessel.Target) -> str:
+    return f"Machine: {target}; {time.strftime('%Y-%m-%d %H:%M')}."

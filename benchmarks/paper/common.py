@@ -22,6 +22,7 @@ CONFIGS: dict[str, tuple[str, str, dict]] = {
     "evolutionary+xgb": ("evolutionary", "xgb", {}),
     "evolutionary+xgb-reg": ("evolutionary", "xgb-reg", {}),
     "evolutionary+pretrained": ("evolutionary", "pretrained", {}),
+    "evolutionary+treegru": ("evolutionary", "treegru", {}),
     "annealing+xgb": ("annealing", "xgb", {}),
     "genetic": ("genetic", "random", {}),
     "random": ("random", "random", {}),

@@ -1,0 +1,106 @@
+"""Experiments 1 and 2: best GFLOP/s against trials for several search configurations on the
+AutoTVM paper's workloads (ResNet-18's C1, C7, C12 and a 1024 matmul), several seeds each.
+
+    python benchmarks/paper/search_curves.py --experiment objective      # Fig. 5: rank vs
+    python benchmarks/paper/search_curves.py --experiment cost_models    # Fig. 4  regression
+
+Each run tunes from an empty database in --out (a rerun adds only the trials a run is
+missing; runs shared by two experiments are made once). Writes
+benchmarks/results/<date>-paper-<experiment>.md and .png: per workload and configuration the
+best at each mark as median [min-max] over seeds, and the tuning time.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402
+
+import tessel  # noqa: E402
+from tessel import ops  # noqa: E402
+
+EXPERIMENTS = {
+    "cost_models": ("GBT (rank), TreeGRU, GA and random search (AutoTVM Fig. 4)",
+                    "evolutionary+xgb,evolutionary+treegru,genetic,random"),
+    "objective": ("XGBoost with a pairwise rank objective against regression (AutoTVM Fig. 5)",
+                  "evolutionary+xgb,evolutionary+xgb-reg"),
+}
+WORKLOADS = "R18-C1,R18-C7,R18-C12,GMM-1024"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--experiment", choices=sorted(EXPERIMENTS), required=True)
+    parser.add_argument("--workloads", default=WORKLOADS)
+    parser.add_argument("--configs", help="override the experiment's configurations: "
+                                           f"{', '.join(common.CONFIGS)}")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=128)
+    parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
+    parser.add_argument("--results", default=str(Path(__file__).parents[1] / "results"))
+    args = parser.parse_args()
+    title, configs = EXPERIMENTS[args.experiment]
+    configs = (args.configs or configs).split(",")
+    workloads = args.workloads.split(",")
+    target = tessel.Target("host")
+    marks = [m for m in (16, 32, 64, 128, 200, 256, 400, 800) if m <= args.trials]
+    lines = [f"# {title}", "", common.header(target) + f" {args.seeds} seeds, {args.trials} "
+             "trials each, evolutionary search unless the configuration says otherwise.", "",
+             "| workload | configuration | " + " | ".join(f"best @{m}" for m in marks)
+             + " | tuning time (all seeds) |", "|---|---|" + "---:|" * (len(marks) + 1)]
+    groups: dict[str, dict[str, list[np.ndarray]]] = {}
+    for workload in workloads:
+        flops = ops.flops(ops.SUITE[workload])
+        groups[workload] = {}
+        for config in configs:
+            runs = [common.run(workload, config, s, args.trials, Path(args.out), target)
+                    for s in range(args.seeds)]
+            curves = [r.best_gflops(flops) for r in runs]
+            groups[workload][config] = curves
+            cells = []
+            for m in marks:
+                at = [c[m - 1] for c in curves if len(c) >= m]
+                cells.append(f"{np.median(at):.1f} [{min(at):.1f}-{max(at):.1f}]" if at else "-")
+            lines.append(f"| {workload} | {config} | " + " | ".join(cells) +
+                         f" | {sum(r.wall_s for r in runs) / 60:.1f} min |")
+            print(lines[-1], flush=True)
+    stamp = time.strftime("%Y-%m-%d")
+    results = Path(args.results)
+    png = results / f"{stamp}-paper-{args.experiment}.png"
+    plot(groups, png, f"{title} on {target}")
+    lines += ["", "Cells: best GFLOP/s after that many trials, median [min-max] over seeds.", "",
+              f"![curves]({png.name})", ""]
+    md = results / f"{stamp}-paper-{args.experiment}.md"
+    md.write_text("\n".join(lines))
+    print(f"wrote {md} and {png}")
+
+
+def plot(groups: dict[str, dict[str, list[np.ndarray]]], path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.8), squeeze=False)
+    for ax, (workload, curves) in zip(axes[0], groups.items()):
+        for label, cs in curves.items():
+            med, lo, hi = common.spread(cs)
+            xs = np.arange(1, len(med) + 1)
+            ax.plot(xs, med, label=label)
+            ax.fill_between(xs, lo, hi, alpha=0.2)
+        ax.set_title(workload)
+        ax.set_xlabel("trials")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("best GFLOP/s (median, min-max band)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -158,4 +158,4 @@ def test_importing_a_large_model_holds_its_weights_about_once(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True)
     growth = int(out.stdout.split()[-1])
-    assert weights <= growth < 1.5 * weights, growth / weights
+    assert 0.9 * weights <= growth < 1.5 * weights, growth / weights  # the array is resident

@@ -23,7 +23,12 @@ CONFIGS: dict[str, tuple[str, str, dict]] = {
     "evolutionary+xgb-reg": ("evolutionary", "xgb-reg", {}),
     "evolutionary+pretrained": ("evolutionary", "pretrained", {}),
     "evolutionary+treegru": ("evolutionary", "treegru", {}),
-    "annealing+xgb": ("annealing", "xgb", {}),
+    "annealing+xgb": ("annealing", "xgb", {}),  # diversity-aware selection, lambda 2
+    "annealing+xgb-lam1": ("annealing", "xgb", {"lam": 1.0}),  # no diversity: the top n
+    "annealing+xgb-lam4": ("annealing", "xgb", {"lam": 4.0}),
+    "annealing+ensemble-mean": ("annealing", "ensemble", {"acquisition": "mean"}),
+    "annealing+ensemble-ei": ("annealing", "ensemble", {"acquisition": "ei"}),
+    "annealing+ensemble-ucb": ("annealing", "ensemble", {"acquisition": "ucb"}),
     "genetic": ("genetic", "random", {}),
     "random": ("random", "random", {}),
 }

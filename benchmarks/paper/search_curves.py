@@ -1,8 +1,10 @@
-"""Experiments 1 and 2: best GFLOP/s against trials for several search configurations on the
+"""Experiments 1 to 4: best GFLOP/s against trials for several search configurations on the
 AutoTVM paper's workloads (ResNet-18's C1, C7, C12 and a 1024 matmul), several seeds each.
 
     python benchmarks/paper/search_curves.py --experiment objective      # Fig. 5: rank vs
     python benchmarks/paper/search_curves.py --experiment cost_models    # Fig. 4  regression
+    python benchmarks/paper/search_curves.py --experiment diversity      # Fig. 6
+    python benchmarks/paper/search_curves.py --experiment uncertainty    # Fig. 7
 
 Each run tunes from an empty database in --out (a rerun adds only the trials a run is
 missing; runs shared by two experiments are made once). Writes
@@ -27,6 +29,12 @@ from tessel import ops  # noqa: E402
 EXPERIMENTS = {
     "cost_models": ("GBT (rank), TreeGRU, GA and random search (AutoTVM Fig. 4)",
                     "evolutionary+xgb,evolutionary+treegru,genetic,random"),
+    "diversity": ("Diversity-aware selection: lambda 1 (none), 2 and 4, simulated annealing "
+                  "with XGBoost (AutoTVM Fig. 6)",
+                  "annealing+xgb-lam1,annealing+xgb,annealing+xgb-lam4"),
+    "uncertainty": ("Acquisition over a bootstrapped XGBoost ensemble: mean, expected "
+                    "improvement, upper confidence bound (AutoTVM Fig. 7)",
+                    "annealing+ensemble-mean,annealing+ensemble-ei,annealing+ensemble-ucb"),
     "objective": ("XGBoost with a pairwise rank objective against regression (AutoTVM Fig. 5)",
                   "evolutionary+xgb,evolutionary+xgb-reg"),
 }

@@ -82,24 +82,28 @@ def spread(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.median(stack, 0), stack.min(0), stack.max(0)
 
 
-def plot_curves(groups: dict[str, list[np.ndarray]], path: Path, title: str) -> None:
-    """The median best-so-far curve of each group with its min-max band over seeds."""
+def plot_panels(panels: dict[str, dict[str, list[np.ndarray]]], path: Path,
+                title: str) -> None:
+    """One panel per workload; in each, every configuration's median best-so-far curve over
+    seeds with its min-max band."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for label, curves in groups.items():
-        med, lo, hi = spread(curves)
-        xs = np.arange(1, len(med) + 1)
-        ax.plot(xs, med, label=f"{label} (median of {len(curves)})")
-        ax.fill_between(xs, lo, hi, alpha=0.2)
-    ax.set_xlabel("trials")
-    ax.set_ylabel("best GFLOP/s")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1.5, 3.9),
+                             squeeze=False)
+    for ax, (workload, groups) in zip(axes[0], panels.items()):
+        for label, curves in groups.items():
+            med, lo, hi = spread(curves)
+            xs = np.arange(1, len(med) + 1)
+            ax.plot(xs, med, label=f"{label} ({len(curves)} seeds)")
+            ax.fill_between(xs, lo, hi, alpha=0.2)
+        ax.set(title=workload, xlabel="trials")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("best GFLOP/s (median, min-max band)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

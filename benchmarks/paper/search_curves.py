@@ -80,34 +80,12 @@ def main() -> None:
     stamp = time.strftime("%Y-%m-%d")
     results = Path(args.results)
     png = results / f"{stamp}-paper-{args.experiment}.png"
-    plot(groups, png, f"{title} on {target}")
+    common.plot_panels(groups, png, f"{title} on {target}")
     lines += ["", "Cells: best GFLOP/s after that many trials, median [min-max] over seeds.", "",
               f"![curves]({png.name})", ""]
     md = results / f"{stamp}-paper-{args.experiment}.md"
     md.write_text("\n".join(lines))
     print(f"wrote {md} and {png}")
-
-
-def plot(groups: dict[str, dict[str, list[np.ndarray]]], path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.8), squeeze=False)
-    for ax, (workload, curves) in zip(axes[0], groups.items()):
-        for label, cs in curves.items():
-            med, lo, hi = common.spread(cs)
-            xs = np.arange(1, len(med) + 1)
-            ax.plot(xs, med, label=label)
-            ax.fill_between(xs, lo, hi, alpha=0.2)
-        ax.set_title(workload)
-        ax.set_xlabel("trials")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("best GFLOP/s (median, min-max band)")
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

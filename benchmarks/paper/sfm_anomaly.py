@@ -74,8 +74,8 @@ def main() -> None:
     stamp = time.strftime("%Y-%m-%d")
     results = Path(args.results)
     png = results / f"{stamp}-paper-{args.workload.lower()}.png"
-    common.plot_curves({c: [r.best_gflops(flops) for r in rs] for c, rs in runs.items()}, png,
-                       f"{args.workload} on {target}")
+    common.plot_panels({args.workload: {c: [r.best_gflops(flops) for r in rs]
+                                        for c, rs in runs.items()}}, png, str(target))
     lines += ["", f"![curves]({png.name})", ""]
     md = results / f"{stamp}-paper-{args.workload.lower()}.md"
     md.write_text("\n".join(lines))

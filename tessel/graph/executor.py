@@ -53,6 +53,7 @@ class TaskStatus:
     "unscheduled"."""
     task: Task
     how: str
+    record: TuningRecord | None = None  # the record a ranked compile replayed (select.py)
 
     @property
     def tuned(self) -> bool:
@@ -182,8 +183,10 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         # runs once, here, as the tuner measured it (pack stages at the root: postprocs_for)
         constant = set(task.workload.constant_params) if prepack else set()
         posts = default_postprocs(target, pack_panels=not constant)
+        record = None
         if db is not None and rank is not None:
-            func = ranked_func(task.workload, target, db, posts, rank)
+            found = ranked_record(task.workload, target, db, posts, rank)
+            record, func = found if found is not None else (None, None)
         else:
             func = best_func(task.workload, target, db, posts) if db is not None else None
         if func is None and db is not None and task.workload.constant_params:
@@ -193,24 +196,17 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         how = "tuned"
         if func is None:
             func, how = _fallback(task.workload, space, posts)
-        statuses.append(TaskStatus(task, how))
+        statuses.append(TaskStatus(task, how, record))
         main, packs = split_prepacks(func, constant, drop_unread=True)
         built[task.key] = _Built(build(main, target), [(p, build(p.func, target)) for p in packs],
                                  _arg_sources(main, func, packs))
-    return CompiledModel(graph, groups, kernels, built, statuses, layout)
-
-
-def ranked_func(func: PrimFunc, target: Target, db: Database, posts: list[Postproc],
-                rank: int) -> PrimFunc | None:
-    """The program of `func`'s rank-th fastest record that replays (the slowest replaying one
-    when there are fewer), postprocessed; None without records."""
-    found = ranked_record(func, target, db, posts, rank)
-    return found[1] if found is not None else None
+    return CompiledModel(graph, groups, kernels, built, statuses, target, layout)
 
 
 def ranked_record(func: PrimFunc, target: Target, db: Database, posts: list[Postproc],
                   rank: int) -> tuple[TuningRecord, PrimFunc] | None:
-    """(record, its postprocessed program) of ranked_func."""
+    """(record, its postprocessed program) of `func`'s rank-th fastest record that replays
+    (the slowest replaying one when there are fewer); None without records."""
     for record in reversed(db.top_k(func, target, k=rank + 1)):
         if record.trace_json is None:
             continue
@@ -277,7 +273,7 @@ class CompiledModel:
     """A model ready to run: `model(*inputs)` returns its outputs as a list of arrays."""
 
     def __init__(self, graph: Graph, groups: list[FusedGroup], kernels: list[GroupKernel],
-                 built: dict[str, _Built], statuses: list[TaskStatus],
+                 built: dict[str, _Built], statuses: list[TaskStatus], target: Target,
                  layout: str = "plain") -> None:
         self.statuses = statuses
         self.layout = layout  # the graph's convolution layout (tessel.graph.layout)
@@ -307,8 +303,7 @@ class CompiledModel:
                                              else packed[i] for kind, i in b.args)))
             for v in free_after.get(step, ()):
                 del self._arrays[v], constants[v]
-        self._sequence = KernelSequence(self._calls, next(
-            (c.module.target for c in self._calls), Target("host")))
+        self._sequence = KernelSequence(self._calls, target)
         self.prepacked = sum(len(built[k.key].packs) for k in kernels)
         for v in set(constants) - read:  # read by no kernel at all
             del self._arrays[v], constants[v]

@@ -154,8 +154,7 @@ def _array(f: BinaryIO, tensor: onnx.TensorProto, offset: int, length: int) -> n
                           f"shape {shape} of {dtype} ({expected} bytes)")
     array = np.empty(shape, dtype)
     f.seek(offset)
-    view = memoryview(array.reshape(-1).view(np.uint8)) if array.size else memoryview(b"")
-    if array.size and f.readinto(view) != length:
+    if array.size and f.readinto(array.reshape(-1).view(np.uint8)) != length:
         raise DecodeError(f"the file ends inside initializer {tensor.name!r}")
     return array
 

@@ -30,10 +30,9 @@ import numpy as np
 
 from tessel.database import Database
 from tessel.database.record import IN_SEQUENCE
-from tessel.graph.executor import _compile, _open, load_model, ranked_record
+from tessel.graph.executor import _compile, _open, load_model
 from tessel.graph.ir import check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
-from tessel.space import default_postprocs
 from tessel.target import Target
 
 MARGIN = 0.03  # a rank other than the tuner's best must be this much faster in sequence
@@ -87,21 +86,20 @@ def select_in_sequence(model: Any, target: Target | None = None,
     for k, kernel in enumerate(kernels):
         per_task[kernel.key] = per_task.get(kernel.key, 0.0) + times[:, k]
     ranks, seconds, chosen, gain = {}, {}, [], 0.0
-    for status in variants[0].statuses:
+    for i, status in enumerate(variants[0].statuses):
         task = status.task
         if not status.tuned:
             continue
         t = per_task[task.key]
         best = int(np.argmin(t))
         rank = best if t[best] < (1 - margin) * t[0] else 0
-        posts = default_postprocs(target, pack_panels=not task.workload.constant_params)
-        found = ranked_record(task.workload, target, db, posts, rank)
-        if found is None:
+        record = variants[rank].statuses[i].record  # what that variant's compile replayed
+        if record is None:
             continue
         ranks[task.label], seconds[task.label] = rank, float(t[rank])
         gain += float(t[0] - t[rank])
         chosen.append(dataclasses.replace(  # seconds of one of its kernels' calls
-            found[0], costs=(float(t[rank]) / task.weight,), timestamp=time.time(),
+            record, costs=(float(t[rank]) / task.weight,), timestamp=time.time(),
             run="in-sequence", flags=IN_SEQUENCE, run_secs=0.0))
     db.commit(chosen)
     before = float(times[0].sum())

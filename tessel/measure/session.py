@@ -50,10 +50,10 @@ class RunConfig:
     runner has measured for its workload is not timed further: its one timing is its cost and
     the result is flagged "stopped_early" (0 turns this off). Slow candidates then cost two
     calls instead of a dozen, and one whose checked (first) call alone took more than three
-    times that limit (and 20 ms) costs that one call. Once a best is known, a candidate's time limit is also bounded
-    by it: SLOW_LIMIT_RATIO times stop_ratio x best, at least MIN_LIMIT_S (never more than
-    `timeout_s`), so a candidate hundreds of times slower than the best is cut off in a
-    second or two instead of `timeout_s`."""
+    times that limit (and 20 ms) costs that one call. Once a best is known, a candidate's time
+    limit is also bounded by it: SLOW_LIMIT_RATIO times stop_ratio x best, at least
+    MIN_LIMIT_S (never more than `timeout_s`), so a candidate hundreds of times slower than
+    the best is cut off in a second or two instead of `timeout_s`."""
     number: int = 3
     repeat: int = 3
     min_repeat_ms: float = 10.0

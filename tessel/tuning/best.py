@@ -54,7 +54,7 @@ def best_func(func: PrimFunc, target: Target, db: Database,
     record."""
     posts = list(postprocs) if postprocs is not None else postprocs_for(func, target)
     chosen = db.selection(func, target)  # timed in its model's sequence (tessel.graph.select)
-    for record in [chosen] * (chosen is not None) + db.top_k(func, target, k=5):
+    for record in ([chosen] if chosen is not None else []) + db.top_k(func, target, k=5):
         if record.trace_json is None:
             continue
         try:

@@ -137,3 +137,29 @@ def test_evolutionary_search_measures_the_priors_first(priors):
                   if p is not None}
     firsts = [tessel.ir.structural_hash(p.func) in prior_keys for p in batch]
     assert all(firsts[:4]) if priors else sum(firsts) <= 1
+
+
+@ISA_PRESETS
+def test_matrix_vector_priors_keep_several_accumulators_in_flight(target):
+    """A product of one row (a classifier, batch 1) has no rows to block: its vector tile
+    widens instead, so its steps do not all wait on one FMA (1000 outputs, no divisor of 16:
+    the tile was 10 lanes, one vector and two scalars; MobileNet-v2's 1280x1000 classifier
+    60 -> 27 us alone)."""
+    lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
+    func = ops.dense(1, 1000, 96)
+    auto = make_space("auto", target)
+    vector_tiles = set()
+    for design in auto.designs(func):
+        for decisions in prior_decisions(design, lanes, accumulators):
+            vec = [decisions[s] for s in design.sampling_sites() if s in decisions
+                   and design.instructions[s].kind == "sample_perfect_tile"][0]
+            assert math.prod(vec) == 1000
+            vector_tiles.add(vec[-1])
+    assert vector_tiles and all(math.ceil(t / lanes) >= 3 for t in vector_tiles), vector_tiles
+    posts = default_postprocs(target)
+    finals = [postprocess(s, posts) for s in prior_schedules(auto, func)]
+    programs = [f.func for f in finals if f is not None]
+    assert programs and all(_run(func, p, target) < 1e-5 for p in programs)
+    for p in programs:
+        loop = hot_loop(asm_for(generate_c(compact_buffers(p), target), target))
+        assert len(fmas(loop, target)) >= 3, loop

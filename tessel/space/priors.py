@@ -15,6 +15,9 @@ design's tiling gets
   cache tile of up to 4 x 2 register tiles. When no divisor of the row extent gives 4 rows
   (a prime like the 17-wide output of a stride-2 convolution) but the whole extent fits the
   accumulators, a prior that takes all of it goes first;
+- a register tile of fewer than MIN_CHAINS / 2 vectors (a matrix-vector product, M=1) widens
+  its vector tile to MIN_CHAINS independent accumulators, or as many as fit, so its steps do
+  not wait on one FMA's latency;
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root.
@@ -34,6 +37,7 @@ from tessel.schedule import Schedule, ScheduleError, Trace
 
 SPATIAL_LEVELS, REDUCE_LEVELS = 4, 2  # MultiLevelTiling's "SSRSRS"
 MAX_ROWS = 12  # rows of a register tile: each broadcasts from its own address
+MIN_CHAINS = 8  # accumulators that hide FMA latency (about 4 cycles x 2 FMAs a cycle)
 REDUCE_INNER = 256
 UNROLL = 16
 
@@ -105,14 +109,21 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
         decisions.update({s: (e, 1, 1, 1) for s, e in spatial[:-2]})
         vec_site, vec_extent = spatial[-1]
         inner = _largest_divisor(vec_extent, width)
-        tiles = _largest_divisor(vec_extent // inner, 2)
-        decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
-        variants = [decisions]
+        rows = 1
         if len(spatial) >= 2:
             row_site, row_extent = spatial[-2]
             budget = accumulators // math.ceil(inner / lanes)
             decisions[row_site] = _row_tile(row_extent, min(MAX_ROWS, budget))
-            if decisions[row_site][-1] < 4 and row_extent <= budget:  # 17, 13: no divisor
+            rows = decisions[row_site][-1]
+        if rows * math.ceil(inner / lanes) < MIN_CHAINS // 2:  # a matrix-vector product
+            cap = dict(design.instructions[vec_site].args).get("max_innermost_factor", inner)
+            inner = _chain_tile(vec_extent, rows, lanes, accumulators, inner, cap)
+        tiles = _largest_divisor(vec_extent // inner, 2)
+        decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
+        variants = [decisions]
+        if len(spatial) >= 2:
+            budget = accumulators // math.ceil(inner / lanes)
+            if rows < 4 and row_extent <= budget:  # 17, 13: no divisor
                 # whole rows first: a 1-row tile reloads every weight vector per pixel
                 variants.insert(0, {**decisions, row_site: (1, 1, 1, row_extent)})
         out += [d for d in variants if d not in out]
@@ -125,6 +136,21 @@ def _levels(design: Trace, site: int) -> int:
 
 def _largest_divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _chain_tile(extent: int, rows: int, lanes: int, accumulators: int, inner: int,
+                cap: int) -> int:
+    """A vector tile wide enough for MIN_CHAINS independent accumulators over `rows` rows
+    (a matrix-vector product has one row: a tile of one vector, or of 10 lanes when 1000 has
+    no divisor of 16, waits on one FMA's latency at every step): the narrowest divisor of
+    `extent` up to `cap` lanes (the tiling's max_innermost_factor) that gives them within the
+    accumulator registers, else the widest that fits; `inner` when nothing wider fits."""
+    def vectors(d: int) -> int:
+        return rows * math.ceil(d / lanes)
+    fits = [d for d in range(inner, min(extent, cap) + 1)
+            if extent % d == 0 and vectors(d) <= accumulators]
+    enough = [d for d in fits if vectors(d) >= MIN_CHAINS]
+    return min(enough) if enough else max(fits, default=inner)
 
 
 def _row_tile(extent: int, rows_max: int) -> tuple[int, int, int, int]:

@@ -126,6 +126,17 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
             if rows < 4 and row_extent <= budget:  # 17, 13: no divisor
                 # whole rows first: a 1-row tile reloads every weight vector per pixel
                 variants.insert(0, {**decisions, row_site: (1, 1, 1, row_extent)})
+            outer = [(s, e) for s, e in spatial[:-2] if e > 1]
+            if outer:  # a 7x7 map's 7 rows: two output-channel blocks, 14 accumulators
+                site, extent = outer[0]
+                grown = []
+                for d in variants:
+                    chains = d[row_site][-1] * math.ceil(inner / lanes)
+                    if chains < MIN_CHAINS:
+                        f = _chain_count(_divisors(extent), lambda f: chains * f, accumulators)
+                        if f > 1:
+                            grown.append({**d, site: (extent // f, 1, 1, f)})
+                variants = grown + variants
         out += [d for d in variants if d not in out]
     return out
 
@@ -142,15 +153,22 @@ def _chain_tile(extent: int, rows: int, lanes: int, accumulators: int, inner: in
                 cap: int) -> int:
     """A vector tile wide enough for MIN_CHAINS independent accumulators over `rows` rows
     (a matrix-vector product has one row: a tile of one vector, or of 10 lanes when 1000 has
-    no divisor of 16, waits on one FMA's latency at every step): the narrowest divisor of
-    `extent` up to `cap` lanes (the tiling's max_innermost_factor) that gives them within the
-    accumulator registers, else the widest that fits; `inner` when nothing wider fits."""
-    def vectors(d: int) -> int:
-        return rows * math.ceil(d / lanes)
-    fits = [d for d in range(inner, min(extent, cap) + 1)
-            if extent % d == 0 and vectors(d) <= accumulators]
-    enough = [d for d in fits if vectors(d) >= MIN_CHAINS]
-    return min(enough) if enough else max(fits, default=inner)
+    no divisor of 16, waits on one FMA's latency at every step): a divisor of `extent` from
+    `inner` up to `cap` lanes (the tiling's max_innermost_factor)."""
+    widths = [d for d in _divisors(extent) if inner <= d <= cap]
+    return _chain_count(widths, lambda d: rows * math.ceil(d / lanes), accumulators) or inner
+
+
+def _chain_count(options: list[int], chains: Any, accumulators: int) -> int:
+    """The least of `options` whose `chains(option)` reaches MIN_CHAINS within the accumulator
+    registers, else the greatest within them (0 when none fits)."""
+    fits = [o for o in options if chains(o) <= accumulators]
+    enough = [o for o in fits if chains(o) >= MIN_CHAINS]
+    return min(enough) if enough else max(fits, default=0)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _row_tile(extent: int, rows_max: int) -> tuple[int, int, int, int]:

@@ -128,15 +128,9 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
                 variants.insert(0, {**decisions, row_site: (1, 1, 1, row_extent)})
             outer = [(s, e) for s, e in spatial[:-2] if e > 1]
             if outer:  # a 7x7 map's 7 rows: two output-channel blocks, 14 accumulators
-                site, extent = outer[0]
-                grown = []
-                for d in variants:
-                    chains = d[row_site][-1] * math.ceil(inner / lanes)
-                    if chains < MIN_CHAINS:
-                        f = _chain_count(_divisors(extent), lambda f: chains * f, accumulators)
-                        if f > 1:
-                            grown.append({**d, site: (extent // f, 1, 1, f)})
-                variants = grown + variants
+                grown = (_grown(d, row_site, outer[0], math.ceil(inner / lanes), accumulators)
+                         for d in variants)
+                variants = [v for d, g in zip(variants, grown) for v in (g, d) if v]
         out += [d for d in variants if d not in out]
     return out
 
@@ -157,6 +151,19 @@ def _chain_tile(extent: int, rows: int, lanes: int, accumulators: int, inner: in
     `inner` up to `cap` lanes (the tiling's max_innermost_factor)."""
     widths = [d for d in _divisors(extent) if inner <= d <= cap]
     return _chain_count(widths, lambda d: rows * math.ceil(d / lanes), accumulators) or inner
+
+
+def _grown(decisions: dict[int, Any], row_site: int, outer: tuple[int, int], vectors: int,
+           accumulators: int) -> dict[int, Any] | None:
+    """`decisions` with the register tile also holding a few of the `outer` (site, extent)
+    axis's iterations when its rows x vectors fall short of MIN_CHAINS; None when they do not
+    (or nothing more fits)."""
+    chains = decisions[row_site][-1] * vectors
+    site, extent = outer
+    count = _chain_count(_divisors(extent), lambda f: chains * f, accumulators)
+    if chains >= MIN_CHAINS or count <= 1:
+        return None
+    return {**decisions, site: (extent // count, 1, 1, count)}
 
 
 def _chain_count(options: list[int], chains: Any, accumulators: int) -> int:

@@ -2,7 +2,9 @@
 configuration and seed: a rerun adds only the trials a run is missing), curves read back from
 the databases, and tables and plots with the spread over seeds.
 
-A configuration is a (strategy, cost model, strategy options) triple under a label:
+A configuration is a (strategy, cost model, strategy options) triple under a label; the
+option "space": "template" tunes the workload's template (its operator's: conv2d, matmul)
+instead of the auto space:
 
     CONFIGS["evolutionary+xgb"] == ("evolutionary", "xgb", {})
 """
@@ -17,6 +19,7 @@ import numpy as np
 import tessel
 from tessel import ops
 from tessel.database import Database
+from tessel.space.templates import TEMPLATES
 
 CONFIGS: dict[str, tuple[str, str, dict]] = {
     "evolutionary+xgb": ("evolutionary", "xgb", {}),
@@ -29,6 +32,8 @@ CONFIGS: dict[str, tuple[str, str, dict]] = {
     "annealing+ensemble-mean": ("annealing", "ensemble", {"acquisition": "mean"}),
     "annealing+ensemble-ei": ("annealing", "ensemble", {"acquisition": "ei"}),
     "annealing+ensemble-ucb": ("annealing", "ensemble", {"acquisition": "ucb"}),
+    "evolutionary+xgb@template": ("evolutionary", "xgb", {"space": "template"}),
+    "annealing+xgb@template": ("annealing", "xgb", {"space": "template"}),
     "genetic": ("genetic", "random", {}),
     "random": ("random", "random", {}),
 }
@@ -59,11 +64,25 @@ def run(workload: str, config: str, seed: int, trials: int, folder: Path,
         raise SystemExit(f"unknown workload {workload!r}; known: {sorted(ops.SUITE)}")
     strategy, model, options = CONFIGS[config]
     func = ops.SUITE[workload]
+    options = dict(options)
+    space = options.pop("space", "auto")
+    if space == "template":
+        space = func.attrs["op"]
+        if space not in TEMPLATES:
+            raise SystemExit(f"{workload}: no template for {space}; templates: "
+                             f"{sorted(TEMPLATES)}")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{workload}-{config}-s{seed}.db"
     if _count(path, func, target) < trials:
-        tessel.tune(func, target, trials, strategy=strategy, cost_model=model, database=path,
-                    seed=seed, progress=False, rerun_top=1, strategy_options=dict(options))
+        tessel.tune(func, target, trials, space=space, strategy=strategy, cost_model=model,
+                    database=path, seed=seed, progress=False, rerun_top=1,
+                    strategy_options=options)
+    return read_run(path, func, target, workload, config, seed, trials)
+
+
+def read_run(path: Path, func, target: tessel.Target, workload: str, config: str, seed: int,
+             trials: int) -> Run:
+    """The first `trials` records of a run's database as a Run."""
     records = Database(path).records(func, target)[:trials]
     wall = records[-1].timestamp - records[0].timestamp + records[0].build_secs + \
         records[0].run_secs if records else 0.0

@@ -5,6 +5,7 @@ AutoTVM paper's workloads (ResNet-18's C1, C7, C12 and a 1024 matmul), several s
     python benchmarks/paper/search_curves.py --experiment cost_models    # Fig. 4  regression
     python benchmarks/paper/search_curves.py --experiment diversity      # Fig. 6
     python benchmarks/paper/search_curves.py --experiment uncertainty    # Fig. 7
+    python benchmarks/paper/search_curves.py --experiment strategies     # experiment 6
 
 Each run tunes from an empty database in --out (a rerun adds only the trials a run is
 missing; runs shared by two experiments are made once). Writes
@@ -37,6 +38,10 @@ EXPERIMENTS = {
                     "annealing+ensemble-mean,annealing+ensemble-ei,annealing+ensemble-ucb"),
     "objective": ("XGBoost with a pairwise rank objective against regression (AutoTVM Fig. 5)",
                   "evolutionary+xgb,evolutionary+xgb-reg"),
+    "strategies": ("Evolutionary search (MetaSchedule) against simulated annealing (AutoTVM), "
+                   "each on the auto space and on the operator's template, XGBoost",
+                   "evolutionary+xgb,annealing+xgb,evolutionary+xgb@template,"
+                   "annealing+xgb@template"),
 }
 WORKLOADS = "R18-C1,R18-C7,R18-C12,GMM-1024"
 

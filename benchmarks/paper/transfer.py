@@ -1,0 +1,137 @@
+"""Experiment 5: transfer learning (AutoTVM Figs. 8-9). A global model trained on the
+records of ResNet-18's C1-C6 tunes C7, C8, C9 and a 1024 matmul; how many trials does it
+take to reach what tuning without it reaches in 200?
+
+    python benchmarks/paper/transfer.py [--seeds 3 --trials 200 --transfer-trials 96]
+
+The sources are tuned first (evolutionary search with XGBoost from scratch, seed 0,
+--source-trials each; experiment 2 makes the same runs), then each target with XGBoost from
+scratch (--trials, the baseline) and with the transfer model (the fixed global model plus a
+local XGBoost fitted on the target's own records over its scores; tessel.cost_model.transfer)
+for --transfer-trials. Every run is resumable (records in --out). Writes
+benchmarks/results/<date>-paper-transfer.md and .png.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402
+
+import tessel  # noqa: E402
+from tessel import ops  # noqa: E402
+from tessel.cost_model import TransferModel, pretrain_global  # noqa: E402
+from tessel.cost_model.records import pairs_from_database  # noqa: E402
+from tessel.database import Database  # noqa: E402
+
+SOURCES = "R18-C1,R18-C2,R18-C3,R18-C4,R18-C5,R18-C6"
+TARGETS = "R18-C7,R18-C8,R18-C9,GMM-1024"
+BASELINE = "evolutionary+xgb"
+
+
+def transfer_run(workload: str, seed: int, trials: int, folder: Path, target: tessel.Target,
+                 global_model) -> common.Run:
+    """Tune `workload` with the transfer model until its database holds `trials` records."""
+    func = ops.SUITE[workload]
+    path = folder / f"{workload}-transfer-s{seed}.db"
+    have = len(Database(path).records(func, target)) if path.exists() else 0
+    if have < trials:
+        tessel.tune(func, target, trials, strategy="evolutionary", database=path, seed=seed,
+                    cost_model=TransferModel(global_model(), seed=seed), progress=False,
+                    rerun_top=1)
+    return common.read_run(path, func, target, workload, "transfer", seed, trials)
+
+
+def trials_to_reach(curve: np.ndarray, goal: float) -> int | None:
+    """The first trial (1-based) whose best-so-far reaches `goal`, None if none does."""
+    hits = np.nonzero(curve >= goal)[0]
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sources", default=SOURCES)
+    parser.add_argument("--targets", default=TARGETS)
+    parser.add_argument("--source-trials", type=int, default=128)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=200, help="the baseline's trials")
+    parser.add_argument("--transfer-trials", type=int, default=96)
+    parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
+    parser.add_argument("--results", default=str(Path(__file__).parents[1] / "results"))
+    args = parser.parse_args()
+    target, folder = tessel.Target("host"), Path(args.out)
+    start = time.time()
+
+    sources = args.sources.split(",")
+    for workload in sources:
+        common.run(workload, BASELINE, 0, args.source_trials, folder, target)
+    trained: list = []
+
+    def global_model():  # trained once, after the sources are measured
+        if not trained:
+            pairs = [p for w in sources for ps in pairs_from_database(
+                Database(folder / f"{w}-{BASELINE}-s0.db"), target).values() for p in ps]
+            trained.append(pretrain_global(pairs))
+            print(f"global model: {len(pairs)} records of {len(sources)} workloads", flush=True)
+        return trained[0]
+
+    marks = [m for m in (16, 32, 64, 96, 128, 200) if m <= max(args.trials,
+                                                               args.transfer_trials)]
+    lines = ["# Transfer learning: a global model from ResNet-18's C1-C6 (AutoTVM Figs. 8-9)",
+             "", common.header(target) + f" Sources: {', '.join(sources)}, "
+             f"{args.source_trials} trials each (XGBoost from scratch, seed 0). Each target: "
+             f"{args.seeds} seeds, XGBoost from scratch for {args.trials} trials against the "
+             f"transfer model for {args.transfer_trials}, evolutionary search.", "",
+             "| workload | configuration | " + " | ".join(f"best @{m}" for m in marks)
+             + " | trials to reach the baseline's median @" + str(args.trials)
+             + " | tuning time (all seeds) |", "|---|---|" + "---:|" * (len(marks) + 2)]
+    panels: dict[str, dict[str, list[np.ndarray]]] = {}
+    reached = 0
+    for workload in args.targets.split(","):
+        flops = ops.flops(ops.SUITE[workload])
+        base = [common.run(workload, BASELINE, s, args.trials, folder, target)
+                for s in range(args.seeds)]
+        moved = [transfer_run(workload, s, args.transfer_trials, folder, target, global_model)
+                 for s in range(args.seeds)]
+        groups = {"no transfer (xgb)": [r.best_gflops(flops) for r in base],
+                  "transfer": [r.best_gflops(flops) for r in moved]}
+        panels[workload] = groups
+        goal = float(np.median([c[-1] for c in groups["no transfer (xgb)"]]))
+        for (label, curves), runs in zip(groups.items(), (base, moved)):
+            cells = []
+            for m in marks:
+                at = [c[m - 1] for c in curves if len(c) >= m]
+                cells.append(f"{np.median(at):.1f} [{min(at):.1f}-{max(at):.1f}]" if at else "-")
+            hits = [trials_to_reach(c, goal) for c in curves]
+            found = [h for h in hits if h is not None]
+            majority = len(found) * 2 > len(hits)
+            reach = (f"{int(np.median(found))}" if majority else f">{len(curves[0])}") + \
+                " (seeds: " + ", ".join(str(h) if h else f">{len(c)}"
+                                        for h, c in zip(hits, curves)) + ")"
+            if label == "transfer" and majority and np.median(found) <= args.trials / 3:
+                reached += 1
+            lines.append(f"| {workload} | {label} | " + " | ".join(cells) + f" | {reach} | "
+                         f"{sum(r.wall_s for r in runs) / 60:.1f} min |")
+            print(lines[-1], flush=True)
+    stamp = time.strftime("%Y-%m-%d")
+    results = Path(args.results)
+    png = results / f"{stamp}-paper-transfer.png"
+    common.plot_panels(panels, png, f"Transfer from C1-C6 on {target}")
+    lines += ["", "Cells: best GFLOP/s after that many trials, median [min-max] over seeds. "
+              f"'Trials to reach': the median over the seeds that reach the baseline's median "
+              f"best after {args.trials} trials (a majority must).",
+              f"Targets reached within a third of {args.trials} trials: {reached} of "
+              f"{len(panels)}. Whole run: {(time.time() - start) / 60:.1f} min.", "",
+              f"![curves]({png.name})", ""]
+    md = results / f"{stamp}-paper-transfer.md"
+    md.write_text("\n".join(lines))
+    print(f"wrote {md} and {png}")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,7 @@
 records of ResNet-18's C1-C6 tunes C7, C8, C9 and a 1024 matmul; how many trials does it
 take to reach what tuning without it reaches in 200?
 
-    python benchmarks/paper/transfer.py [--seeds 3 --trials 200 --transfer-trials 96]
+    python benchmarks/paper/transfer.py [--seeds 3 --trials 200 --transfer-trials 64]
 
 The sources are tuned first (evolutionary search with XGBoost from scratch, seed 0,
 --source-trials each; experiment 2 makes the same runs), then each target with XGBoost from
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--source-trials", type=int, default=128)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=200, help="the baseline's trials")
-    parser.add_argument("--transfer-trials", type=int, default=96)
+    parser.add_argument("--transfer-trials", type=int, default=64)
     parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
     parser.add_argument("--results", default=str(Path(__file__).parents[1] / "results"))
     args = parser.parse_args()

@@ -17,7 +17,9 @@ design's tiling gets
   accumulators, a prior that takes all of it goes first;
 - a register tile of fewer than MIN_CHAINS / 2 vectors (a matrix-vector product, M=1) widens
   its vector tile to MIN_CHAINS independent accumulators, or as many as fit, so its steps do
-  not wait on one FMA's latency;
+  not wait on one FMA's latency; one of fewer than MIN_CHAINS (7 pixels of a 7x7 map by one
+  vector) is preceded by a variant that also holds a few iterations of the outermost spatial
+  axis (output-channel blocks: 2 x 7 x 1 vector);
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root.
@@ -30,7 +32,7 @@ ranks are kept (a design that vectorizes a strided axis without a local tile is 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError, Trace
@@ -166,7 +168,8 @@ def _grown(decisions: dict[int, Any], row_site: int, outer: tuple[int, int], vec
     return {**decisions, site: (extent // count, 1, 1, count)}
 
 
-def _chain_count(options: list[int], chains: Any, accumulators: int) -> int:
+def _chain_count(options: list[int], chains: Callable[[int], int],
+                 accumulators: int) -> int:
     """The least of `options` whose `chains(option)` reaches MIN_CHAINS within the accumulator
     registers, else the greatest within them (0 when none fits)."""
     fits = [o for o in options if chains(o) <= accumulators]

@@ -22,7 +22,13 @@ design's tiling gets
   axis (output-channel blocks: 2 x 7 x 1 vector);
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
-- packing of the read along the vector axis on, a modest unroll (16), padding at the root.
+- packing of the read along the vector axis on, a modest unroll (16), padding at the root;
+  and each again with the padding inlined and nothing packed, reading the input where it
+  lies: first when the reduction is short (SHORT_REDUCTION: a depthwise convolution or a
+  pooling window of 9, MobileNet's 3-channel stem of 27), where copying the whole input costs
+  about as much as the computation (MobileNet-v2's stride-2 depthwise at 112x112 91 -> 55 us),
+  last otherwise, where a conditional load in the hot loop costs more (ResNet-18's 7x7 stem:
+  573 -> 959 us).
 
 Only decisions of sampling instructions a design has are set; the rest keep the design's own.
 A prior that does not fit a design (ScheduleError) is dropped. The priors come ranked: whole
@@ -32,6 +38,7 @@ ranks are kept (a design that vectorizes a strided axis without a local tile is 
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Callable
 
 from tessel.ir import PrimFunc
@@ -41,6 +48,7 @@ SPATIAL_LEVELS, REDUCE_LEVELS = 4, 2  # MultiLevelTiling's "SSRSRS"
 MAX_ROWS = 12  # rows of a register tile: each broadcasts from its own address
 MIN_CHAINS = 8  # accumulators that hide FMA latency (about 4 cycles x 2 FMAs a cycle)
 REDUCE_INNER = 256
+SHORT_REDUCTION = 32  # a reduction this short (a depthwise 3x3: 9) reads its padding inline
 UNROLL = 16
 
 
@@ -84,9 +92,8 @@ def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
              and _levels(design, s) == SPATIAL_LEVELS]
     whole = bool(tiles) and tiles[-1][-1] % lanes == 0
     local = any(inst.kind == "cache_write" for inst in design.instructions)
-    packed = any(design.instructions[s].kind == "sample_categorical" and v == 1
-                 and tuple(dict(design.instructions[s].args)["candidates"]) == (0, 1)
-                 for s, v in decisions.items())
+    packed = any(_is_pack(design, s) and v == 1 or design.instructions[s].kind ==
+                 "sample_compute_location" and v == -2 for s, v in decisions.items())
     return 4 * whole + 2 * local + packed
 
 
@@ -134,7 +141,9 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
                          for d in variants)
                 variants = [v for d, g in zip(variants, grown) for v in (g, d) if v]
         out += [d for d in variants if d not in out]
-    return out
+    inlined = [d for d in map(partial(_inlined, design), out) if d and d not in out]
+    short = math.prod(e for _, e in reduce) <= SHORT_REDUCTION
+    return inlined + out if short else out + inlined
 
 
 def _levels(design: Trace, site: int) -> int:
@@ -192,6 +201,25 @@ def _reduce_tile(extent: int) -> tuple[int, int]:
     return (extent // inner, inner)
 
 
+def _inlined(design: Trace, decisions: dict[int, Any]) -> dict[int, Any] | None:
+    """`decisions` with the producers (padding) inlined into their consumer and nothing
+    packed, or None when the design has no producer to place: a depthwise convolution then
+    reads its input where it lies (the padding at the root copies all of it first, and so does
+    the pack of the input that inlining it makes the read along the vector axis)."""
+    sites = [s for s in design.sampling_sites()
+             if design.instructions[s].kind == "sample_compute_location"]
+    if not sites:
+        return None
+    return {**decisions, **{s: -2 for s in sites}, **{s: 0 for s in design.sampling_sites()
+                                                      if _is_pack(design, s)}}
+
+
+def _is_pack(design: Trace, site: int) -> bool:
+    inst = design.instructions[site]
+    return inst.kind == "sample_categorical" and \
+        tuple(dict(inst.args).get("candidates", ())) == (0, 1)
+
+
 def _categoricals(design: Trace) -> dict[int, Any]:
     """Pack the vector-axis read, unroll by 16, compute producers (padding) at the root."""
     out: dict[int, Any] = {}
@@ -199,11 +227,11 @@ def _categoricals(design: Trace) -> dict[int, Any]:
         inst = design.instructions[site]
         if inst.kind == "sample_compute_location":
             out[site] = -1
+        elif _is_pack(design, site):
+            out[site] = 1
         elif inst.kind == "sample_categorical":
             candidates = tuple(dict(inst.args).get("candidates", ()))
-            if candidates == (0, 1):
-                out[site] = 1
-            elif UNROLL in candidates:
+            if UNROLL in candidates:
                 out[site] = candidates.index(UNROLL)
     return out
 

@@ -41,13 +41,14 @@ CONFIGS: dict[str, tuple[str, str, dict]] = {
 
 @dataclass
 class Run:
-    """One tuning run's measured seconds (inf: an error), oldest first, and its wall time
-    (from its first record to its last, whichever invocation made them)."""
+    """One tuning run's measured seconds (inf: an error), oldest first, its wall time (from
+    its first record to its last, whichever invocation made them) and its database."""
     workload: str
     config: str
     seed: int
     seconds: list[float]
     wall_s: float
+    path: Path | None = None
 
     def best_gflops(self, flops: float) -> np.ndarray:
         g = np.array([flops / s / 1e9 if np.isfinite(s) and s > 0 else 0.0
@@ -87,11 +88,64 @@ def read_run(path: Path, func, target: tessel.Target, workload: str, config: str
     wall = records[-1].timestamp - records[0].timestamp + records[0].build_secs + \
         records[0].run_secs if records else 0.0
     return Run(workload, config, seed, [r.mean_secs if r.ok else float("inf")
-                                        for r in records], wall)
+                                        for r in records], wall, path)
+
+
+def retime(runs: list[Run], marks: list[int], target: tessel.Target,
+           rounds: int = 5) -> dict[tuple[int, int], float]:
+    """{(run index, mark): GFLOP/s} of each run's best program after `mark` trials, all timed
+    again together in this process (retime_spans); marks a run has not reached are left out.
+    """
+    spans = [(i, m) for i, run in enumerate(runs) for m in marks if len(run.seconds) >= m]
+    again = retime_spans([(runs[i], 0, m) for i, m in spans], target, rounds)
+    return {key: g for key, g in zip(spans, again) if g is not None}
+
+
+def retime_spans(spans: list[tuple[Run, int, int]], target: tessel.Target,
+                 rounds: int = 5) -> list[float | None]:
+    """GFLOP/s of the best program of each (run, start, stop) span of trials, all timed again
+    together in this process, round-robin over `rounds` rounds (median); None for a span
+    without a valid program. Runs made at different times are measured in different phases
+    of a shared machine (the same prior programs measured 25-40% apart in two runs of one
+    workload minutes apart): this is the comparison that holds. Auto-space programs only (a
+    template's records, with no trace, are left out)."""
+    from tessel.schedule import Schedule
+    from tessel.space import default_postprocs, postprocess
+    func = ops.SUITE[spans[0][0].workload]
+    posts = default_postprocs(target)
+    chosen: list[str | None] = []
+    programs: dict[str, object] = {}
+    cache: dict[Path, list] = {}
+    for run, start, stop in spans:
+        if run.path not in cache:
+            cache[run.path] = Database(run.path).records(func, target)
+        ok = [r for r in cache[run.path][start:stop] if r.ok and r.trace_json is not None]
+        if not ok:
+            chosen.append(None)
+            continue
+        best = min(ok, key=lambda r: r.mean_secs)
+        chosen.append(best.trace_json)
+        if best.trace_json not in programs:
+            final = postprocess(best.trace().apply(Schedule(func)), posts)
+            programs[best.trace_json] = tessel.build(final.func, target)
+    args = [*ops.reference_inputs(func), *ops.empty_outputs(func)]
+    times: dict[str, list[float]] = {k: [] for k in programs}
+    for _ in range(rounds):
+        for key, mod in programs.items():
+            times[key].append(mod.time(*args, number=1, repeat=3, min_repeat_ms=20.0))
+    flops = ops.flops(func)
+    return [flops / float(np.median(times[key])) / 1e9 if key else None for key in chosen]
 
 
 def _count(path: Path, func, target) -> int:
     return len(Database(path).records(func, target)) if path.exists() else 0
+
+
+def cell(values: list[float]) -> str:
+    """median [min-max] of `values`, '-' for none."""
+    if not values:
+        return "-"
+    return f"{np.median(values):.1f} [{min(values):.1f}-{max(values):.1f}]"
 
 
 def spread(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,8 +1,9 @@
-"""Experiments 1 to 4: best GFLOP/s against trials for several search configurations on the
-AutoTVM paper's workloads (ResNet-18's C1, C7, C12 and a 1024 matmul), several seeds each.
+"""Experiments 2, 3, 4 and 6: best GFLOP/s against trials for several search configurations
+on the AutoTVM paper's workloads (ResNet-18's C1, C7, C12 and a 1024 matmul), several seeds
+each.
 
     python benchmarks/paper/search_curves.py --experiment objective      # Fig. 5: rank vs
-    python benchmarks/paper/search_curves.py --experiment cost_models    # Fig. 4  regression
+                                                                         #   regression
     python benchmarks/paper/search_curves.py --experiment diversity      # Fig. 6
     python benchmarks/paper/search_curves.py --experiment uncertainty    # Fig. 7
     python benchmarks/paper/search_curves.py --experiment strategies     # experiment 6
@@ -28,8 +29,6 @@ import tessel  # noqa: E402
 from tessel import ops  # noqa: E402
 
 EXPERIMENTS = {
-    "cost_models": ("GBT (rank), TreeGRU, GA and random search (AutoTVM Fig. 4)",
-                    "evolutionary+xgb,evolutionary+treegru,genetic,random"),
     "diversity": ("Diversity-aware selection: lambda 1 (none), 2 and 4, simulated annealing "
                   "with XGBoost (AutoTVM Fig. 6)",
                   "annealing+xgb-lam1,annealing+xgb,annealing+xgb-lam4"),

@@ -180,5 +180,17 @@ def plot_panels(panels: dict[str, dict[str, list[np.ndarray]]], path: Path,
     plt.close(fig)
 
 
+def write_results(folder: str | Path, experiment: str, lines: list[str],
+                  panels: dict[str, dict[str, list[np.ndarray]]], title: str) -> None:
+    """<date>-paper-<experiment>.png (the panels) and .md (`lines`, then the plot) in
+    `folder`."""
+    stamp = time.strftime("%Y-%m-%d")
+    png = Path(folder) / f"{stamp}-paper-{experiment}.png"
+    plot_panels(panels, png, title)
+    md = png.with_suffix(".md")
+    md.write_text("\n".join(lines + [f"![curves]({png.name})", ""]))
+    print(f"wrote {md} and {png}")
+
+
 def header(target: tessel.Target) -> str:
     return f"Machine: {target}; {time.strftime('%Y-%m-%d %H:%M')}."

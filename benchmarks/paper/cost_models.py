@@ -88,10 +88,6 @@ def main() -> None:
                if c == configs[0] and mark == args.trials and g is not None]
         verdicts.append((workload, float(np.median(gbt)) if gbt else 0.0,
                          random_windows.get((args.random_trials, 0)) or 0.0))
-    stamp = time.strftime("%Y-%m-%d")
-    results = Path(args.results)
-    png = results / f"{stamp}-paper-cost_models.png"
-    common.plot_panels(panels, png, f"Model-based vs random search on {target}")
     won = sum(g >= r for _, g, r in verdicts)
     lines += ["", "Cells: GFLOP/s of the best program after that many trials, median "
               "[min-max] over seeds (random: over its windows), every best program timed again "
@@ -102,10 +98,9 @@ def main() -> None:
               f"after {args.random_trials}: " + "; ".join(
                   f"{w} {g:.1f} vs {r:.1f}" for w, g, r in verdicts) +
               f". Ahead or even on {won} of {len(verdicts)}. Whole run: "
-              f"{(time.time() - start) / 60:.1f} min.", "", f"![curves]({png.name})", ""]
-    md = results / f"{stamp}-paper-cost_models.md"
-    md.write_text("\n".join(lines))
-    print(f"wrote {md} and {png}")
+              f"{(time.time() - start) / 60:.1f} min.", ""]
+    common.write_results(args.results, "cost_models", lines, panels,
+                         f"Model-based vs random search on {target}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -81,15 +80,8 @@ def main() -> None:
             lines.append(f"| {workload} | {config} | " + " | ".join(cells) +
                          f" | {sum(r.wall_s for r in runs) / 60:.1f} min |")
             print(lines[-1], flush=True)
-    stamp = time.strftime("%Y-%m-%d")
-    results = Path(args.results)
-    png = results / f"{stamp}-paper-{args.experiment}.png"
-    common.plot_panels(groups, png, f"{title} on {target}")
-    lines += ["", "Cells: best GFLOP/s after that many trials, median [min-max] over seeds.", "",
-              f"![curves]({png.name})", ""]
-    md = results / f"{stamp}-paper-{args.experiment}.md"
-    md.write_text("\n".join(lines))
-    print(f"wrote {md} and {png}")
+    lines += ["", "Cells: best GFLOP/s after that many trials, median [min-max] over seeds.", ""]
+    common.write_results(args.results, args.experiment, lines, groups, f"{title} on {target}")
 
 
 if __name__ == "__main__":

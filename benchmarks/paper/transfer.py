@@ -113,10 +113,6 @@ def main() -> None:
             lines.append(f"| {workload} | {label} | " + " | ".join(cells) + f" | {reach} | "
                          f"{sum(r.wall_s for r in runs) / 60:.1f} min |")
             print(lines[-1], flush=True)
-    stamp = time.strftime("%Y-%m-%d")
-    results = Path(args.results)
-    png = results / f"{stamp}-paper-transfer.png"
-    common.plot_panels(panels, png, f"Transfer from C1-C6 on {target}")
     lines += ["", "Cells: GFLOP/s of the best program after that many trials, every run's "
               "bests timed again together at the end (common.retime: runs made minutes apart "
               "measure the same programs up to 40% apart on this machine), median [min-max] "
@@ -124,11 +120,9 @@ def main() -> None:
               f"median after {args.trials} trials (a majority must; '-': they do not). The "
               "plot shows the curves as measured during the runs.",
               f"Targets reached within a third of {args.trials} trials: {reached} of "
-              f"{len(panels)}. Whole run: {(time.time() - start) / 60:.1f} min.", "",
-              f"![curves]({png.name})", ""]
-    md = results / f"{stamp}-paper-transfer.md"
-    md.write_text("\n".join(lines))
-    print(f"wrote {md} and {png}")
+              f"{len(panels)}. Whole run: {(time.time() - start) / 60:.1f} min.", ""]
+    common.write_results(args.results, "transfer", lines, panels,
+                         f"Transfer from C1-C6 on {target}")
 
 
 if __name__ == "__main__":

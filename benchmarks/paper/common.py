@@ -74,7 +74,7 @@ def run(workload: str, config: str, seed: int, trials: int, folder: Path,
                              f"{sorted(TEMPLATES)}")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{workload}-{config}-s{seed}.db"
-    if _count(path, func, target) < trials:
+    if count(path, func, target) < trials:
         tessel.tune(func, target, trials, space=space, strategy=strategy, cost_model=model,
                     database=path, seed=seed, progress=False, rerun_top=1,
                     strategy_options=options)
@@ -137,7 +137,8 @@ def retime_spans(spans: list[tuple[Run, int, int]], target: tessel.Target,
     return [flops / float(np.median(times[key])) / 1e9 if key else None for key in chosen]
 
 
-def _count(path: Path, func, target) -> int:
+def count(path: Path, func, target) -> int:
+    """Records of `func` on `target` in the database at `path` (0 when there is none)."""
     return len(Database(path).records(func, target)) if path.exists() else 0
 
 

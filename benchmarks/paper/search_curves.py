@@ -73,10 +73,7 @@ def main() -> None:
                     for s in range(args.seeds)]
             curves = [r.best_gflops(flops) for r in runs]
             groups[workload][config] = curves
-            cells = []
-            for m in marks:
-                at = [c[m - 1] for c in curves if len(c) >= m]
-                cells.append(f"{np.median(at):.1f} [{min(at):.1f}-{max(at):.1f}]" if at else "-")
+            cells = [common.cell([c[m - 1] for c in curves if len(c) >= m]) for m in marks]
             lines.append(f"| {workload} | {config} | " + " | ".join(cells) +
                          f" | {sum(r.wall_s for r in runs) / 60:.1f} min |")
             print(lines[-1], flush=True)

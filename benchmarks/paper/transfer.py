@@ -39,8 +39,7 @@ def transfer_run(workload: str, seed: int, trials: int, folder: Path, target: te
     """Tune `workload` with the transfer model until its database holds `trials` records."""
     func = ops.SUITE[workload]
     path = folder / f"{workload}-transfer-s{seed}.db"
-    have = len(Database(path).records(func, target)) if path.exists() else 0
-    if have < trials:
+    if common.count(path, func, target) < trials:
         tessel.tune(func, target, trials, strategy="evolutionary", database=path, seed=seed,
                     cost_model=TransferModel(global_model(), seed=seed), progress=False,
                     rerun_top=1)

@@ -92,8 +92,9 @@ def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
              and _levels(design, s) == SPATIAL_LEVELS]
     whole = bool(tiles) and tiles[-1][-1] % lanes == 0
     local = any(inst.kind == "cache_write" for inst in design.instructions)
-    packed = any(_is_pack(design, s) and v == 1 or design.instructions[s].kind ==
-                 "sample_compute_location" and v == -2 for s, v in decisions.items())
+    # an inlined producer leaves nothing to pack: the read is where the data lies
+    packed = any((_is_pack(design, s) and v == 1) or (_is_location(design, s) and v == -2)
+                 for s, v in decisions.items())
     return 4 * whole + 2 * local + packed
 
 
@@ -129,15 +130,15 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
             inner = _chain_tile(vec_extent, rows, lanes, accumulators, inner, cap)
         tiles = _largest_divisor(vec_extent // inner, 2)
         decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
+        vectors = math.ceil(inner / lanes)
         variants = [decisions]
         if len(spatial) >= 2:
-            budget = accumulators // math.ceil(inner / lanes)
-            if rows < 4 and row_extent <= budget:  # 17, 13: no divisor
+            if rows < 4 and row_extent <= accumulators // vectors:  # 17, 13: no divisor
                 # whole rows first: a 1-row tile reloads every weight vector per pixel
                 variants.insert(0, {**decisions, row_site: (1, 1, 1, row_extent)})
             outer = [(s, e) for s, e in spatial[:-2] if e > 1]
             if outer:  # a 7x7 map's 7 rows: two output-channel blocks, 14 accumulators
-                grown = (_grown(d, row_site, outer[0], math.ceil(inner / lanes), accumulators)
+                grown = (_grown(d, row_site, outer[0], vectors, accumulators)
                          for d in variants)
                 variants = [v for d, g in zip(variants, grown) for v in (g, d) if v]
         out += [d for d in variants if d not in out]
@@ -151,7 +152,7 @@ def _levels(design: Trace, site: int) -> int:
 
 
 def _largest_divisor(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+    return max(d for d in _divisors(n) if d <= limit)
 
 
 def _chain_tile(extent: int, rows: int, lanes: int, accumulators: int, inner: int,
@@ -206,12 +207,15 @@ def _inlined(design: Trace, decisions: dict[int, Any]) -> dict[int, Any] | None:
     packed, or None when the design has no producer to place: a depthwise convolution then
     reads its input where it lies (the padding at the root copies all of it first, and so does
     the pack of the input that inlining it makes the read along the vector axis)."""
-    sites = [s for s in design.sampling_sites()
-             if design.instructions[s].kind == "sample_compute_location"]
+    sites = [s for s in design.sampling_sites() if _is_location(design, s)]
     if not sites:
         return None
     return {**decisions, **{s: -2 for s in sites}, **{s: 0 for s in design.sampling_sites()
                                                       if _is_pack(design, s)}}
+
+
+def _is_location(design: Trace, site: int) -> bool:
+    return design.instructions[site].kind == "sample_compute_location"
 
 
 def _is_pack(design: Trace, site: int) -> bool:
@@ -225,7 +229,7 @@ def _categoricals(design: Trace) -> dict[int, Any]:
     out: dict[int, Any] = {}
     for site in design.sampling_sites():
         inst = design.instructions[site]
-        if inst.kind == "sample_compute_location":
+        if _is_location(design, site):
             out[site] = -1
         elif _is_pack(design, site):
             out[site] = 1

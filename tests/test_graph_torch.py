@@ -116,7 +116,7 @@ def test_core_aten_decomposition_imports_the_same_model(name):
     program = torch.export.export(module, inputs).run_decompositions()
     targets = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     assert "aten.addmm.default" in targets
-    graph = Importer(program, name).run()
+    graph = Importer.of_program(program, name).run()
     assert graph.op_counts()["dense"] == OP_COUNTS[name]["dense"]
     assert_same_outputs(graph, module, inputs)
 

@@ -49,6 +49,7 @@ class UnsupportedOpError(GraphError):
 
 
 ATEN: dict[str, Converter] = {**torch_convert_nn.ATEN, **torch_convert_math.ATEN}
+INPUT = object()  # an Importer binding: the placeholder is a graph input
 
 
 def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = None) -> Graph:
@@ -59,10 +60,10 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
     name = name or type(module).__name__
     program = _export(module, tuple(example_inputs))
     try:
-        return Importer(program, name).run()
+        return Importer.of_program(program, name).run()
     except UnsupportedOpError as first:
         try:
-            return Importer(program.run_decompositions(), name).run()
+            return Importer.of_program(program.run_decompositions(), name).run()
         except UnsupportedOpError as second:
             same = (second.target, second.node) == (first.target, first.node)
             detail = (" (nor after core-ATen decomposition)" if same else
@@ -81,42 +82,68 @@ def _export(module: Any, example_inputs: tuple[Any, ...]) -> Any:
 
 
 class Importer(Context):
-    """The state of one import: the graph so far and what each FX node became."""
+    """The state of one import: the graph so far and what each FX node became.
 
-    def __init__(self, program: Any, name: str) -> None:
-        super().__init__(Graph(name), {n.name for n in program.graph.nodes})
-        self.program = program
+    `graph` is an FX graph of ATen operators whose nodes carry torch's `meta["val"]`;
+    `bindings` says what each placeholder is, by name: `INPUT` (a graph input of the recorded
+    shape and dtype), a tensor (a constant) or a Python value (specialized at export);
+    `user_outputs` picks the outputs that become the graph's (default: all of them);
+    `names` names constants (default: their placeholder's name)."""
+
+    def __init__(self, graph: Any, name: str, bindings: dict[str, Any],
+                 user_outputs: Sequence[bool] | None = None,
+                 names: dict[str, str] | None = None) -> None:
+        super().__init__(Graph(name), {n.name for n in graph.nodes})
+        self.fx_graph, self.bindings, self.user_outputs = graph, bindings, user_outputs
+        self.names = names or {}
         self.env: dict[str, Any] = {}
 
+    @classmethod
+    def of_program(cls, program: Any, name: str) -> "Importer":
+        """The importer of a `torch.export` program: user inputs are graph inputs (or their
+        specialized values), parameters, buffers and tensor constants are constants."""
+        bindings: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        for spec in program.graph_signature.input_specs:
+            kind, arg = spec.kind.name, spec.arg
+            if kind == "USER_INPUT":
+                bindings[arg.name] = arg.value if hasattr(arg, "value") else INPUT
+            elif kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+                tensor = program.state_dict.get(spec.target)
+                bindings[arg.name] = (tensor if tensor is not None
+                                      else program.constants[spec.target])
+                names[arg.name] = spec.target
+            else:
+                raise UnsupportedOpError(f"{kind.lower()} input {spec.target}", arg.name)
+        outputs = [s.kind.name == "USER_OUTPUT" for s in program.graph_signature.output_specs]
+        return cls(program.graph, name, bindings, outputs, names)
+
     def run(self) -> Graph:
-        self.bind_placeholders()
-        for node in self.program.graph.nodes:
+        for node in self.fx_graph.nodes:
             self.node, self.label, self.target = node, node.name, _target_name(node.target)
-            if node.op == "call_function":
+            if node.op == "placeholder":
+                self.bind(node)
+            elif node.op == "call_function":
                 self.call(node)
             elif node.op == "output":
                 self.set_outputs(node)
-            elif node.op != "placeholder":
+            else:
                 raise UnsupportedOpError(f"FX {node.op} {self.target}", node.name)
         return self.graph
 
     # ---- inputs, nodes, outputs ----
 
-    def bind_placeholders(self) -> None:
-        placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
-        for spec in self.program.graph_signature.input_specs:
-            kind, arg = spec.kind.name, spec.arg
-            if kind == "USER_INPUT" and hasattr(arg, "value"):  # specialized to a constant
-                self.env[arg.name] = arg.value
-            elif kind == "USER_INPUT":
-                self.env[arg.name] = self.add_input(placeholders[arg.name])
-            elif kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
-                tensor = self.program.state_dict.get(spec.target)
-                if tensor is None:
-                    tensor = self.program.constants[spec.target]
-                self.env[arg.name] = Const(self.fresh(spec.target), _to_numpy(tensor))
-            else:
-                raise UnsupportedOpError(f"{kind.lower()} input {spec.target}", arg.name)
+    def bind(self, node: Any) -> None:
+        check(node.name in self.bindings, f"placeholder {node.name} has no binding (an "
+                                          f"importer bug)")
+        bound = self.bindings[node.name]
+        if bound is INPUT:
+            self.env[node.name] = self.add_input(node)
+        elif _is_tensor(bound):
+            self.env[node.name] = Const(self.fresh(self.names.get(node.name, node.name)),
+                                        _to_numpy(bound))
+        else:
+            self.env[node.name] = bound
 
     def add_input(self, node: Any) -> str:
         val = node.meta.get("val")
@@ -147,9 +174,11 @@ class Importer(Context):
         return source[index]  # a Missing output is refused where it is used, not here
 
     def set_outputs(self, node: Any) -> None:
-        values = _map_nodes(list(node.args[0]), self.env)
-        specs = self.program.graph_signature.output_specs
-        outputs = [v for v, s in zip(values, specs) if s.kind.name == "USER_OUTPUT"]
+        result = node.args[0]
+        values = _map_nodes(list(result) if isinstance(result, (list, tuple)) else [result],
+                            self.env)
+        keep = self.user_outputs if self.user_outputs is not None else [True] * len(values)
+        outputs = [v for v, k in zip(values, keep) if k]
         _refuse_missing(self, outputs)
         for v in outputs:
             check(isinstance(v, (str, Const)), f"graph {self.graph.name}: output {v!r} is not "
@@ -250,6 +279,10 @@ def _mutates_self(target: Any) -> bool:
     return alias is not None and alias.is_write
 
 
+def _is_tensor(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
 def _to_numpy(tensor: Any) -> np.ndarray:
     import torch
     t = tensor.detach().cpu()
@@ -270,4 +303,4 @@ def _to_torch(x: Any) -> Any:
     return x
 
 
-__all__ = ["from_torch", "UnsupportedOpError", "ATEN", "Importer", "Const"]
+__all__ = ["from_torch", "UnsupportedOpError", "ATEN", "INPUT", "Importer", "Const"]

@@ -40,6 +40,7 @@ into its planned memory and its outputs out, as on every call of a compiled mode
 from __future__ import annotations
 
 import copy
+import logging
 import warnings
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, replace
@@ -63,6 +64,7 @@ from torch._dynamo.source import is_from_unspecialized_param_buffer_source  # no
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner  # noqa: E402
 from torch.fx.passes.operator_support import OperatorSupport  # noqa: E402
 
+log = logging.getLogger("tessel")
 DEFAULT_DATABASE = "tessel.db"  # the `tessel` command's default
 KEEP_SHAPES = 8  # compiled programs kept per dynamic graph (least recently used dropped)
 NOT_COMPUTE = ("aten._assert", "aten.sym_", "aten._check", "_assert")  # guards, not operators
@@ -310,6 +312,7 @@ def compile_pieces(graphs: dict[str, Graph], options: BackendOptions
         except TesselError as e:
             out[name] = e
             continue
+        log.info("%s", out[name].report())
         missing = [s.task.label for s in out[name].statuses if not s.tuned]
         if options.strict and missing:
             where = options.database or "no database"

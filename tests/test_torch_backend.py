@@ -222,3 +222,42 @@ def test_tune_fills_the_database_and_strict_then_holds(tmp_path):
                                                               "strict": True})
     with torch.no_grad():
         assert_same(strict(x), module(x))
+
+
+class Refused(nn.Module):
+    """A translated operator whose converter refuses this use (an expand that broadcasts)
+    between layers tessel runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)).expand(4, 3) * 2.0)
+
+
+def test_a_refused_node_alone_runs_in_torch_with_the_reason(monkeypatch):
+    pieces = []
+    from tessel.graph import torch_backend
+    original = torch_backend.compile_pieces
+    monkeypatch.setattr(torch_backend, "compile_pieces",
+                        lambda graphs, options: pieces.extend(graphs) or original(graphs, options))
+    module, x = Refused().eval(), randn(1, 3)
+    fast = torch.compile(module, backend="tessel", options=FAST)
+    with torch.no_grad():
+        got, said = compiled_warnings(fast, x)
+        assert_same(got, module(x))
+    assert len(said) == 1 and "1 operator(s) run in PyTorch: aten.expand.default" in said[0]
+    assert "broadcasting" in said[0]
+    assert len(pieces) == 2  # the layers before and after it still run in tessel
+
+
+def test_other_dtypes_run_in_torch_and_say_why():
+    module = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).double()
+    x = randn(3, 8).double()
+    fast = torch.compile(module, backend="tessel", options=FAST)
+    with torch.no_grad():
+        got, said = compiled_warnings(fast, x)
+        assert_same(got, module(x))
+    assert len(said) == 1 and "aten.linear.default, aten.relu.default" in said[0]
+    assert "float64" in said[0]

@@ -140,7 +140,7 @@ class TesselGraph:
         dynamic = any(isinstance(x, torch.SymInt) or _symbolic(x) for x in example_inputs)
         _refuse_gradients(example_inputs)
         if dynamic:
-            _say(f"tessel: graph {_name(gm)} has dynamic shapes; tessel compiles it for each "
+            _say(f"graph {_name(gm)} has dynamic shapes; tessel compiles it for each "
                  f"input shape it meets (torch.compile(..., dynamic=False) says so to Dynamo)")
         else:
             self.programs[self.key(example_inputs)] = self.compile(example_inputs)
@@ -175,7 +175,7 @@ class TesselGraph:
         try:
             program = torch.export.export(self.gm, tuple(args))
         except Exception as e:  # noqa: BLE001  torch raises many types
-            _say(f"tessel: torch.export could not trace graph {_name(self.gm)} "
+            _say(f"torch.export could not trace graph {_name(self.gm)} "
                  f"({type(e).__name__}: {str(e).strip().splitlines()[0]}); it runs in PyTorch")
             return self.gm.forward
         split = Split(program.graph_module, args, self.constant, _name(self.gm))
@@ -196,7 +196,7 @@ class Split:
             self.bindings[node.name] = (arg.detach() if weight else
                                         INPUT if hasattr(arg, "shape") else arg)
         self.weights = {n.name for n, w in zip(placeholders, constant) if w}
-        self.refused: set[str] = set()  # translated ops whose converter refused the node
+        self.refused: dict[str, str] = {}  # node -> why tessel's converter refused it
 
     def build(self, options: BackendOptions) -> Any:
         for _ in range(len(self.fx.graph.nodes) + 1):
@@ -205,7 +205,7 @@ class Split:
                 graphs = {name: self.translate(gm, name) for name in pieces}
                 break
             except _Refused as r:
-                self.refused |= r.nodes
+                self.refused.update(dict.fromkeys(r.nodes, str(r)))
         else:
             raise GraphError(f"graph {self.name}: splitting it did not settle (a tessel bug)")
         compiled = compile_pieces(graphs, options)
@@ -272,15 +272,22 @@ class Split:
         return INPUT if hasattr(arg, "op") else arg
 
     def report(self, gm: Any, failed: list[str]) -> None:
-        left = Counter(_target_name(n.target) for n in gm.graph.nodes
-                       if n.op == "call_function" and _target_name(n.target) != "getitem"
-                       and not _target_name(n.target).startswith(NOT_COMPUTE))
-        if left:
-            ops = ", ".join(f"{t} x{c}" if c > 1 else t for t, c in sorted(left.items()))
-            _say(f"tessel: graph {self.name}: {sum(left.values())} operator(s) run in PyTorch "
-                 f"(tessel does not translate them): {ops}")
+        """One line naming the operators left to PyTorch, by reason."""
+        why: dict[str, Counter] = {}
+        for n in gm.graph.nodes:
+            target = _target_name(n.target)
+            if n.op != "call_function" or target == "getitem" or target.startswith(NOT_COMPUTE):
+                continue
+            reason = ("no translation in tessel" if target not in ATEN else
+                      _short(self.refused.get(n.name, "not worth a kernel of its own")))
+            why.setdefault(reason, Counter())[target] += 1
+        if why:
+            parts = [", ".join(f"{t} x{c}" if c > 1 else t for t, c in sorted(ops.items()))
+                     + f" ({reason})" for reason, ops in why.items()]
+            count = sum(sum(ops.values()) for ops in why.values())
+            _say(f"graph {self.name}: {count} operator(s) run in PyTorch: {'; '.join(parts)}")
         for piece in failed:
-            _say(f"tessel: graph {self.name}: piece {piece} runs in PyTorch")
+            _say(f"graph {self.name}: piece {piece} runs in PyTorch")
 
 
 LAYOUT_ONLY = {"getitem", "aten.view.default", "aten.reshape.default",
@@ -403,8 +410,18 @@ def _name(gm: Any) -> str:
             if hasattr(cid, "frame_id") else type(gm).__name__)
 
 
+def _short(reason: str) -> str:
+    """A converter's refusal without the node it names (the line names the operator)."""
+    return reason.split("): ", 1)[-1] if reason.startswith("node ") else reason
+
+
+_SAID: dict = {}  # the warnings registry of _say: each message once per process
+
+
 def _say(message: str) -> None:
-    warnings.warn(message, TorchFallbackWarning, stacklevel=3)
+    """Warn once, in one line that names the backend (no source line beneath)."""
+    warnings.warn_explicit(message, TorchFallbackWarning, "torch.compile(backend='tessel')", 0,
+                           module="tessel.graph.torch_backend", registry=_SAID)
 
 
 __all__ = ["tessel_backend", "BackendOptions", "TesselGraph", "TorchFallbackWarning"]

@@ -24,6 +24,7 @@ from tessel.space.templates import TEMPLATES
 CONFIGS: dict[str, tuple[str, str, dict]] = {
     "evolutionary+xgb": ("evolutionary", "xgb", {}),
     "evolutionary+xgb-reg": ("evolutionary", "xgb-reg", {}),
+    "evolutionary+xgb-nopriors": ("evolutionary", "xgb", {"priors": False}),
     "evolutionary+pretrained": ("evolutionary", "pretrained", {}),
     "evolutionary+treegru": ("evolutionary", "treegru", {}),
     "annealing+xgb": ("annealing", "xgb", {}),  # diversity-aware selection, lambda 2
@@ -107,27 +108,25 @@ def retime_spans(spans: list[tuple[Run, int, int]], target: tessel.Target,
     together in this process, round-robin over `rounds` rounds (median); None for a span
     without a valid program. Runs made at different times are measured in different phases
     of a shared machine (the same prior programs measured 25-40% apart in two runs of one
-    workload minutes apart): this is the comparison that holds. Auto-space programs only (a
-    template's records, with no trace, are left out)."""
-    from tessel.schedule import Schedule
-    from tessel.space import default_postprocs, postprocess
+    workload minutes apart): this is the comparison that holds. A template's record (knobs,
+    no trace) is rebuilt from its knobs in the operator's template."""
     func = ops.SUITE[spans[0][0].workload]
-    posts = default_postprocs(target)
     chosen: list[str | None] = []
     programs: dict[str, object] = {}
     cache: dict[Path, list] = {}
     for run, start, stop in spans:
         if run.path not in cache:
             cache[run.path] = Database(run.path).records(func, target)
-        ok = [r for r in cache[run.path][start:stop] if r.ok and r.trace_json is not None]
+        ok = [r for r in cache[run.path][start:stop]
+              if r.ok and (r.trace_json is not None or r.knobs is not None)]
         if not ok:
             chosen.append(None)
             continue
         best = min(ok, key=lambda r: r.mean_secs)
-        chosen.append(best.trace_json)
-        if best.trace_json not in programs:
-            final = postprocess(best.trace().apply(Schedule(func)), posts)
-            programs[best.trace_json] = tessel.build(final.func, target)
+        key = best.trace_json if best.trace_json is not None else f"knobs {best.knobs}"
+        chosen.append(key)
+        if key not in programs:
+            programs[key] = tessel.build(_program(func, best, target), target)
     args = [*ops.reference_inputs(func), *ops.empty_outputs(func)]
     times: dict[str, list[float]] = {k: [] for k in programs}
     for _ in range(rounds):
@@ -135,6 +134,20 @@ def retime_spans(spans: list[tuple[Run, int, int]], target: tessel.Target,
             times[key].append(mod.time(*args, number=1, repeat=3, min_repeat_ms=20.0))
     flops = ops.flops(func)
     return [flops / float(np.median(times[key])) / 1e9 if key else None for key in chosen]
+
+
+def _program(func, record, target: tessel.Target):
+    """The postprocessed program a record measured: its trace replayed, or its knobs applied
+    to the operator's template."""
+    from tessel.schedule import Schedule
+    from tessel.space import default_postprocs, make_space, postprocess
+    if record.trace_json is not None:
+        sch = record.trace().apply(Schedule(func))
+    else:
+        space = make_space(func.attrs["op"], target)
+        config = space.config_space(func).from_choices(list(record.knobs))
+        sch = space.apply_config(func, config)
+    return postprocess(sch, default_postprocs(target)).func
 
 
 def count(path: Path, func, target) -> int:

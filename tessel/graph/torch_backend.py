@@ -82,7 +82,7 @@ class BackendOptions:
     tune: int = 0
     strict: bool = False
     layout: str = DEFAULT_LAYOUT
-    target: str = "host"
+    target: Target | str = "host"
 
     @classmethod
     def parse(cls, options: dict | None) -> "BackendOptions":
@@ -112,7 +112,8 @@ class BackendOptions:
             check(Path(database).exists(), f"torch.compile backend tessel: database {database} "
                                            f"does not exist (tune=N creates it)")
         target = options.get("target", "host")
-        Target(target)  # a bad target names itself here, not at the first call
+        if not isinstance(target, Target):
+            target = Target(target)  # a bad target names itself here, not at the first call
         return cls(None if database is None else str(database), fallback, tune, strict, layout,
                    target)
 
@@ -306,7 +307,7 @@ def compile_pieces(graphs: dict[str, Graph], options: BackendOptions
                    ) -> dict[str, CompiledModel | TesselError]:
     """Each piece compiled (after tuning them with `options.tune` trials in all); a piece that
     does not compile maps to its error (it runs in PyTorch)."""
-    target = Target(options.target)
+    target = options.target
     graphs = {name: load_model(g) for name, g in graphs.items()}
     if options.tune and graphs:
         tune_pieces(list(graphs.values()), target, options)

@@ -40,10 +40,13 @@ CONFIGS: dict[str, tuple[str, str, dict]] = {
 }
 
 
+PAUSE_S = 120.0  # a gap between two records of a run longer than this is not tuning time
+
+
 @dataclass
 class Run:
     """One tuning run's measured seconds (inf: an error), oldest first, its wall time (from
-    its first record to its last, whichever invocation made them) and its database."""
+    its first record to its last, pauses between invocations left out) and its database."""
     workload: str
     config: str
     seed: int
@@ -86,8 +89,10 @@ def read_run(path: Path, func, target: tessel.Target, workload: str, config: str
              trials: int) -> Run:
     """The first `trials` records of a run's database as a Run."""
     records = Database(path).records(func, target)[:trials]
-    wall = records[-1].timestamp - records[0].timestamp + records[0].build_secs + \
-        records[0].run_secs if records else 0.0
+    wall = records[0].build_secs + records[0].run_secs if records else 0.0
+    for a, b in zip(records, records[1:]):  # a gap over PAUSE_S: the run was resumed later
+        gap = b.timestamp - a.timestamp
+        wall += gap if gap <= PAUSE_S else 0.0
     return Run(workload, config, seed, [r.mean_secs if r.ok else float("inf")
                                         for r in records], wall, path)
 

@@ -17,6 +17,7 @@ from tessel.graph.models import MODELS, build, onnx_model, torch_graph  # noqa: 
 from tessel.graph.reference import run_graph  # noqa: E402
 from tessel.graph.torch_convert_math import UNARY  # noqa: E402
 from tessel.graph.torch_import import Importer, UnsupportedOpError, from_torch  # noqa: E402
+from zoo_cases import ZOO_SMALL as SMALL  # noqa: E402
 
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -57,14 +58,6 @@ class Fn(nn.Module):
 
 # ---- the zoo ----
 
-SMALL = {
-    "resnet18": dict(image=32),
-    "mobilenet_v2": dict(image=32),
-    "squeezenet": dict(image=39),
-    "bert_layer": dict(seq=8),
-    "dqn": dict(),
-    "dcgan_generator": dict(width=16),
-}
 OP_COUNTS = {
     "resnet18": dict(conv=20, batch_norm=20, relu=17, add=8, max_pool=1, global_avg_pool=1,
                      reshape=1, dense=1),

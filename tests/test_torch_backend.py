@@ -11,17 +11,10 @@ nn = torch.nn
 
 from tessel.graph import GraphError  # noqa: E402
 from tessel.graph.models import build  # noqa: E402
+from zoo_cases import ZOO_SMALL as SMALL  # noqa: E402
 from tessel.graph.torch_backend import (BackendOptions, TesselGraph,  # noqa: E402
                                         TorchFallbackWarning, tessel_backend)
 
-SMALL = {
-    "resnet18": dict(image=32),
-    "mobilenet_v2": dict(image=32),
-    "squeezenet": dict(image=39),
-    "bert_layer": dict(seq=8),
-    "dqn": dict(),
-    "dcgan_generator": dict(width=16),
-}
 FAST = {"fallback": "unscheduled"}  # compiles in a fraction of the priors' time
 
 

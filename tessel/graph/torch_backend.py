@@ -196,7 +196,6 @@ class Split:
         for node, arg, weight in zip(placeholders, args, constant):
             self.bindings[node.name] = (arg.detach() if weight else
                                         INPUT if hasattr(arg, "shape") else arg)
-        self.weights = {n.name for n, w in zip(placeholders, constant) if w}
         self.refused: dict[str, str] = {}  # node -> why tessel's converter refused it
 
     def build(self, options: BackendOptions) -> Any:

@@ -204,6 +204,7 @@ def write_results(folder: str | Path, experiment: str, lines: list[str],
     """<date>-paper-<experiment>.png (the panels) and .md (`lines`, then the plot) in
     `folder`."""
     stamp = time.strftime("%Y-%m-%d")
+    Path(folder).mkdir(parents=True, exist_ok=True)
     png = Path(folder) / f"{stamp}-paper-{experiment}.png"
     plot_panels(panels, png, title)
     md = png.with_suffix(".md")

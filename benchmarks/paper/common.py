@@ -40,9 +40,6 @@ CONFIGS: dict[str, tuple[str, str, dict]] = {
 }
 
 
-PAUSE_S = 120.0  # a gap between two records of a run longer than this is not tuning time
-
-
 @dataclass
 class Run:
     """One tuning run's measured seconds (inf: an error), oldest first, its wall time (from
@@ -90,9 +87,8 @@ def read_run(path: Path, func, target: tessel.Target, workload: str, config: str
     """The first `trials` records of a run's database as a Run."""
     records = Database(path).records(func, target)[:trials]
     wall = records[0].build_secs + records[0].run_secs if records else 0.0
-    for a, b in zip(records, records[1:]):  # a gap over PAUSE_S: the run was resumed later
-        gap = b.timestamp - a.timestamp
-        wall += gap if gap <= PAUSE_S else 0.0
+    for a, b in zip(records, records[1:]):  # a new run label: resumed later, not tuning time
+        wall += b.timestamp - a.timestamp if a.run == b.run else 0.0
     return Run(workload, config, seed, [r.mean_secs if r.ok else float("inf")
                                         for r in records], wall, path)
 

@@ -77,9 +77,10 @@ def main() -> None:
         groups[workload] = {c: [r.best_gflops(flops) for r in rs] for c, rs in runs.items()}
         flat = [r for rs in runs.values() for r in rs]
         again = common.retime(flat, marks, target)  # every run's best programs, together
+        position = {id(r): i for i, r in enumerate(flat)}
         for config, rs in runs.items():
-            cells = [common.cell([again[(flat.index(r), m)] for r in rs
-                                  if (flat.index(r), m) in again]) for m in marks]
+            cells = [common.cell([again[(position[id(r)], m)] for r in rs
+                                  if (position[id(r)], m) in again]) for m in marks]
             lines.append(f"| {workload} | {config} | " + " | ".join(cells) +
                          f" | {sum(r.wall_s for r in rs) / 60:.1f} min |")
             print(lines[-1], flush=True)

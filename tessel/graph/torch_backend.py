@@ -43,7 +43,7 @@ import copy
 import logging
 import warnings
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -55,9 +55,10 @@ from tessel.graph.executor import (FALLBACKS, CompiledModel, compile_model, load
 from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.select import select_in_sequence
+from tessel.graph.tasks import extract_tasks
 from tessel.graph.torch_import import ATEN, INPUT, Importer, _target_name
 from tessel.target import Target
-from tessel.tuning import Task, tune_tasks
+from tessel.tuning import tune_tasks
 
 torch = require("torch", "the torch.compile backend")
 from torch._dynamo.source import is_from_unspecialized_param_buffer_source  # noqa: E402
@@ -334,15 +335,11 @@ def tune_pieces(graphs: list[Graph], target: Target, options: BackendOptions) ->
     """Tune the distinct tasks of every piece within `options.tune` trials in all, then choose
     each piece's kernels in its sequence (tessel.graph.select)."""
     layout = options.layout if options.layout != "auto" else DEFAULT_LAYOUT
-    tasks: dict[str, Task] = {}
-    for graph in graphs:
-        for task in model_tasks(graph, target, layout)[1]:
-            known = tasks.get(task.key)
-            tasks[task.key] = task if known is None else replace(
-                known, weight=known.weight + task.weight)
+    kernels = [k for graph in graphs for k in model_tasks(graph, target, layout)[0]]
+    tasks = extract_tasks(kernels, target)  # one task per distinct kernel of all the pieces
     if not tasks:
         return
-    results = tune_tasks(list(tasks.values()), options.tune, database=options.database)
+    results = tune_tasks(tasks, options.tune, database=options.database)
     if not any(r.interrupted for r in results):
         for graph in graphs:
             select_in_sequence(graph, target, options.database, layout=layout)

@@ -9,6 +9,7 @@ from tessel.codegen.lowered import (Allocate, Broadcast, Comment, LoweredFunc, P
                                     Register, RegisterStore, VectorLoad, VectorOp, VectorStore,
                                     lowered_str)
 from tessel.codegen.passes import lower_blocks, promote_registers, unroll, vectorize
+from tessel.codegen.passes.fold import Mentions, substitute_folding
 from tessel.ir import (REDUCE, Buffer, BufferLoad, BufferStore, For, IfThenElse, IntImm,
                        IterVar, Var, const, realize, seq, structural_equal)
 from tessel.target import Target
@@ -79,6 +80,24 @@ def test_unrolled_loop_is_copied_with_constants_and_folded():
     got = unroll(lowered((A, O), For(j, 8, For(i, 3, store, kind="unrolled"))))
     copies = [BufferStore(O, A[c, j] * 2.0, (IntImm(c), j)) for c in range(3)]
     assert_lowers_to(got, For(j, 8, seq(*copies)))
+
+
+def test_substitution_told_what_mentions_the_variable_skips_the_rest_and_folds_the_same():
+    A, B, O = Buffer("A", (4, 8)), Buffer("B", (8,)), Buffer("O", (4, 8))
+    i, j, k = Var("i"), Var("j"), Var("k")
+    uniform = B[j + k] * 3.0  # mentions no i: shared, not rebuilt
+    store = BufferStore(O, A[i * 2 + 0, j] + uniform, (i + 1 - 1, j))
+    body = IfThenElse(i < 2, store, BufferStore(O, uniform, (i, j)))
+    mentions = Mentions([i])
+    assert mentions(store) and not mentions(uniform) and not mentions(B)
+    for c in range(4):
+        plain = substitute_folding(body, {i: IntImm(c)})
+        pruned = substitute_folding(body, {i: IntImm(c)}, mentions)
+        assert structural_equal(plain, pruned)
+        # the branch folds to the side taken, its index to the constant, and the part that
+        # does not mention i is the same object
+        assert isinstance(pruned, BufferStore) and pruned.indices[0].value == c
+        assert (pruned.value.b if c < 2 else pruned.value) is uniform
 
 
 def test_loops_too_long_to_copy_get_a_pragma_and_extent_one_loops_vanish():

@@ -56,11 +56,15 @@ def walk(node: Any, fn: Callable[[Any], bool | None]) -> None:
         stack.extend(reversed(list(children(n))))
 
 
-def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
+def transform(node: Any, fn: Callable[[Any], Any],
+              keep: Callable[[Any], bool] | None = None) -> Any:
     """Rebuild `node` bottom-up: children first, then `fn(rebuilt)`; None from fn keeps it.
 
-    Unchanged subtrees are shared, not copied.
+    Unchanged subtrees are shared, not copied. A node for which `keep` says True is kept as it
+    is, without a look inside (a caller that knows fn changes nothing there).
     """
+    if keep is not None and keep(node):
+        return node
     if isinstance(node, Buffer):
         out = fn(node)
         return node if out is None else out
@@ -68,11 +72,12 @@ def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
     for name in _node_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, NODE_TYPES):
-            new = transform(value, fn)
+            new = transform(value, fn, keep)
             if new is not value:
                 changes[name] = new
         elif isinstance(value, tuple) and any(isinstance(v, NODE_TYPES) for v in value):
-            new_t = tuple(transform(v, fn) if isinstance(v, NODE_TYPES) else v for v in value)
+            new_t = tuple(transform(v, fn, keep) if isinstance(v, NODE_TYPES) else v
+                          for v in value)
             if any(a is not b for a, b in zip(new_t, value)):
                 changes[name] = new_t
     rebuilt = dataclasses.replace(node, **changes) if changes else node

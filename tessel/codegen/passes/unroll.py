@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tessel.codegen.lowered import Allocate, LoweredFunc, Promote
-from tessel.codegen.passes.fold import substitute_folding
+from tessel.codegen.passes.fold import Mentions, substitute_folding
 from tessel.ir import BufferStore, For, IfThenElse, IntImm, SeqStmt, Stmt, children, seq
 
 MAX_UNROLL = 65534  # the largest factor `#pragma GCC unroll` accepts
@@ -63,8 +63,9 @@ def _loop(s: For, auto: _Auto, cap: int | None) -> Stmt:
                                   {s.loop_var: IntImm(0, s.loop_var.dtype)})
     if explicit_unroll(s) or _auto_unroll_here(s, auto):
         body = _stmt(s.body, auto, cap)
-        return seq(*(substitute_folding(body, {s.loop_var: IntImm(v, s.loop_var.dtype)})
-                     for v in range(s.extent)))
+        mentions = Mentions([s.loop_var])  # the body is searched once for all copies
+        return seq(*(substitute_folding(body, {s.loop_var: IntImm(v, s.loop_var.dtype)},
+                                        mentions) for v in range(s.extent)))
     annotations = dict(s.annotations)
     kind = s.kind
     if s.kind == "unrolled" or (s.kind == "serial" and auto.max_step

@@ -23,9 +23,9 @@ from tessel.codegen.c_expr import (LANE, Lin, flat_index, interval, is_nonnegati
 from tessel.codegen.lowered import (Allocate, Broadcast, Comment, Lanes, LoweredFunc, MaskOf,
                                     Promote, Ramp, Scatter, VectorCall, VectorCast, VectorLoad,
                                     VectorOp, VectorStore, lanes_of, mask_of)
-from tessel.codegen.passes.fold import substitute_folding
+from tessel.codegen.passes.fold import Mentions, substitute_folding
 from tessel.ir import (BinOp, BufferLoad, BufferStore, Call, Cast, Expr, For,
-                       IfThenElse, IntImm, Not, Select, SeqStmt, Stmt, Var, children, collect,
+                       IfThenElse, IntImm, Not, Select, SeqStmt, Stmt, Var, collect,
                        const, is_float, seq)
 from tessel.ir.expr import CMP_OPS, binop
 from tessel.target import Target
@@ -118,8 +118,10 @@ class _Loops:
     def vector_loop(self, s: For) -> Stmt:
         """Explicit vector chunks; when the body has no vector form, `omp simd`."""
         lanes, min_lanes = choose_lanes(s.body, self.target)
+        mentions = Mentions([s.loop_var])  # shared by the chunks
         try:
-            return seq(*(self.chunk(s, c) for c in chunk_plan(s.extent, lanes, min_lanes)))
+            return seq(*(self.chunk(s, c, mentions)
+                         for c in chunk_plan(s.extent, lanes, min_lanes)))
         except NotVectorizable as err:
             self.in_simd = True
             self.ranges[s.loop_var] = (0, s.extent - 1)
@@ -130,31 +132,32 @@ class _Loops:
                        annotations={**s.annotations, "simd": "omp"})
             return seq(Comment(f"loop {s.loop_var.name}: {err}; left to omp simd"), loop)
 
-    def chunk(self, s: For, c: Chunk) -> Stmt:
+    def chunk(self, s: For, c: Chunk, mentions: Mentions) -> Stmt:
         if c.count == 1:
-            return self.chunk_body(s, IntImm(c.start, s.loop_var.dtype), c.width)
+            return self.chunk_body(s, IntImm(c.start, s.loop_var.dtype), c.width, mentions)
         number = Var(f"{s.loop_var.name}_vec", s.loop_var.dtype)
         self.ranges[number] = (0, c.count - 1)
-        body = self.chunk_body(s, binop("+", number * c.width, c.start), c.width)
+        body = self.chunk_body(s, binop("+", number * c.width, c.start), c.width, mentions)
         del self.ranges[number]
         return For(number, c.count, body, annotations={"vector_chunks": c.width})
 
-    def chunk_body(self, s: For, base: Expr, width: int) -> Stmt:
+    def chunk_body(self, s: For, base: Expr, width: int, mentions: Mentions) -> Stmt:
         if width == 1:  # a scalar lane
-            return self.stmt(substitute_folding(s.body, {s.loop_var: base}))
+            return self.stmt(substitute_folding(s.body, {s.loop_var: base}, mentions))
         env = {s.loop_var: linear(base, {}) + Lin.atom(LANE)}
         ranges = {**self.ranges, LANE: (0, width - 1)}
-        return _Chunk(s.loop_var, base, width, env, ranges, self.target).stmt(s.body)
+        return _Chunk(s.loop_var, base, width, env, ranges, self.target,
+                      mentions).stmt(s.body)
 
 
 class _Chunk:
     """The statements of one vector chunk: loop variable `var` is `base + lane`."""
 
     def __init__(self, var: Var, base: Expr, width: int, env: dict, ranges: dict,
-                 target: Target) -> None:
+                 target: Target, mentions: Mentions) -> None:
         self.var, self.base, self.width = var, base, width
         self.env, self.ranges, self.target = env, ranges, target
-        self.memo: dict[int, tuple[Expr, bool]] = {}
+        self.varies = mentions  # whether an expression depends on the lane (uses var)
 
     # -- statements --
 
@@ -208,7 +211,7 @@ class _Chunk:
         return Scatter(targets, value)
 
     def at_lane(self, s: Stmt, lane: int) -> Stmt:
-        out = substitute_folding(s, {self.var: self.lane_value(lane)})
+        out = substitute_folding(s, {self.var: self.lane_value(lane)}, self.varies)
         if any(f.kind == "vectorized" for f in collect(out, For)):
             raise NotVectorizable("a vectorized loop is nested in a lane-by-lane branch")
         return out
@@ -233,18 +236,6 @@ class _Chunk:
 
     # -- lanes --
 
-    def varies(self, e: Expr) -> bool:
-        """Whether `e` depends on the lane: uses the loop variable (memoized: rendering asks
-        this of every subexpression)."""
-        hit = self.memo.get(id(e))
-        if hit is None:
-            if isinstance(e, Var):
-                found = e is self.var
-            else:
-                found = any(self.varies(c) for c in children(e) if isinstance(c, Expr))
-            hit = self.memo[id(e)] = (e, found)  # holding e keeps its id from being reused
-        return hit[1]
-
     def lane_value(self, lane: int) -> Expr:
         return binop("+", self.base, lane)
 
@@ -252,8 +243,8 @@ class _Chunk:
         """`e` (an expression or a tuple of them) in one lane."""
         vmap = {self.var: self.lane_value(lane)}
         if isinstance(e, tuple):
-            return tuple(substitute_folding(x, vmap) for x in e)
-        return substitute_folding(e, vmap)
+            return tuple(substitute_folding(x, vmap, self.varies) for x in e)
+        return substitute_folding(e, vmap, self.varies)
 
     def lanes(self, e: Expr) -> Lanes:
         """A vector built lane by lane from scalar expressions (gathers, non-affine indices)."""

@@ -3,13 +3,19 @@ records of ResNet-18's C1-C6 tunes C7, C8, C9 and a 1024 matmul; how many trials
 take to reach what tuning without it reaches in 200?
 
     python benchmarks/paper/transfer.py [--seeds 3 --trials 200 --transfer-trials 64]
+        [--no-priors] [--source-random 128]
 
 The sources are tuned first (evolutionary search with XGBoost from scratch, seed 0,
 --source-trials each; experiment 2 makes the same runs), then each target with XGBoost from
 scratch (--trials, the baseline) and with the transfer model (the fixed global model plus a
 local XGBoost fitted on the target's own records over its scores; tessel.cost_model.transfer)
-for --transfer-trials. Every run is resumable (records in --out). Writes
-benchmarks/results/<date>-paper-transfer.md and .png.
+for --transfer-trials. With --no-priors no search measures the expert priors
+(tessel.space.priors) in its first batch, the sources' included: every search starts from
+random programs, as the paper's did. With --source-random N each source is also measured by
+a random search of N trials and the global model learns from both: tuning runs' records
+cluster where their search went, and a new workload's first batches lie elsewhere. Every run
+is resumable (records in --out). Writes
+benchmarks/results/<date>-paper-transfer[-nopriors][-random<N>].md and .png.
 """
 from __future__ import annotations
 
@@ -35,15 +41,15 @@ BASELINE = "evolutionary+xgb"
 
 
 def transfer_run(workload: str, seed: int, trials: int, folder: Path, target: tessel.Target,
-                 global_model) -> common.Run:
+                 global_model, priors: bool = True, label: str = "transfer") -> common.Run:
     """Tune `workload` with the transfer model until its database holds `trials` records."""
     func = ops.SUITE[workload]
-    path = folder / f"{workload}-transfer-s{seed}.db"
+    path = folder / f"{workload}-{label}-s{seed}.db"
     if common.count(path, func, target) < trials:
         tessel.tune(func, target, trials, strategy="evolutionary", database=path, seed=seed,
                     cost_model=TransferModel(global_model(), seed=seed), progress=False,
-                    rerun_top=1)
-    return common.read_run(path, func, target, workload, "transfer", seed, trials)
+                    rerun_top=1, strategy_options={"priors": priors})
+    return common.read_run(path, func, target, workload, label, seed, trials)
 
 
 def main() -> None:
@@ -54,21 +60,34 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=200, help="the baseline's trials")
     parser.add_argument("--transfer-trials", type=int, default=64)
+    parser.add_argument("--no-priors", action="store_true",
+                        help="neither search measures the expert priors first")
+    parser.add_argument("--source-random", type=int, default=0, metavar="N",
+                        help="also measure each source by N random programs for the global "
+                             "model")
     parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
     parser.add_argument("--results", default=str(Path(__file__).parents[1] / "results"))
     args = parser.parse_args()
     target, folder = tessel.Target("host"), Path(args.out)
     start = time.time()
+    priors = not args.no_priors
+    baseline = BASELINE if priors else f"{BASELINE}-nopriors"
+    variant = ("" if priors else "-nopriors") + (f"-random{args.source_random}"
+                                                  if args.source_random else "")
+    label = "transfer" + variant
 
     sources = args.sources.split(",")
-    for workload in sources:
-        common.run(workload, BASELINE, 0, args.source_trials, folder, target)
+    measured = [common.run(w, baseline, 0, args.source_trials, folder, target)
+                for w in sources]
+    if args.source_random:  # a random run's first N records are a random sample
+        measured += [common.run(w, "random", 0, args.source_random, folder, target)
+                     for w in sources]
     trained: list = []
 
     def global_model():  # trained once, after the sources are measured
         if not trained:
-            pairs = [p for w in sources for ps in pairs_from_database(
-                Database(folder / f"{w}-{BASELINE}-s0.db"), target).values() for p in ps]
+            pairs = [p for run in measured for ps in pairs_from_database(
+                Database(run.path), target).values() for p in ps[:len(run.seconds)]]
             trained.append(pretrain_global(pairs))
             print(f"global model: {len(pairs)} records of {len(sources)} workloads", flush=True)
         return trained[0]
@@ -77,9 +96,13 @@ def main() -> None:
              if m <= max(args.trials, args.transfer_trials)]
     lines = ["# Transfer learning: a global model from ResNet-18's C1-C6 (AutoTVM Figs. 8-9)",
              "", common.header(target) + f" Sources: {', '.join(sources)}, "
-             f"{args.source_trials} trials each (XGBoost from scratch, seed 0). Each target: "
+             f"{args.source_trials} trials each ({baseline}, seed 0)"
+             + (f", and {args.source_random} random programs each" if args.source_random
+                else "") + ". Each target: "
              f"{args.seeds} seeds, XGBoost from scratch for {args.trials} trials against the "
-             f"transfer model for {args.transfer_trials}, evolutionary search.", "",
+             f"transfer model for {args.transfer_trials}, evolutionary search"
+             + ("." if priors else "; no search measures the expert priors, the sources' "
+                "included (all start from random programs)."), "",
              "| workload | configuration | " + " | ".join(f"best @{m}" for m in marks)
              + " | first mark reaching the baseline's median @" + str(args.trials)
              + " | tuning time (all seeds) |", "|---|---|" + "---:|" * (len(marks) + 2)]
@@ -87,17 +110,17 @@ def main() -> None:
     reached = 0
     for workload in args.targets.split(","):
         flops = ops.flops(ops.SUITE[workload])
-        base = [common.run(workload, BASELINE, s, args.trials, folder, target)
+        base = [common.run(workload, baseline, s, args.trials, folder, target)
                 for s in range(args.seeds)]
-        moved = [transfer_run(workload, s, args.transfer_trials, folder, target, global_model)
-                 for s in range(args.seeds)]
+        moved = [transfer_run(workload, s, args.transfer_trials, folder, target, global_model,
+                              priors, label) for s in range(args.seeds)]
         panels[workload] = {"no transfer (xgb)": [r.best_gflops(flops) for r in base],
                             "transfer": [r.best_gflops(flops) for r in moved]}
         again = common.retime(base + moved, marks, target)
         goal = float(np.median([again[(i, args.trials)] for i in range(len(base))
                                 if (i, args.trials) in again]))
-        for label, runs, first in (("no transfer (xgb)", base, 0),
-                                   ("transfer", moved, len(base))):
+        for arm, runs, first in (("no transfer (xgb)", base, 0),
+                                 ("transfer", moved, len(base))):
             index = range(first, first + len(runs))
             cells = [common.cell([again[(i, m)] for i in index if (i, m) in again])
                      for m in marks]
@@ -107,9 +130,9 @@ def main() -> None:
             majority = len(found) * 2 > len(hits)
             reach = (f"{int(np.median(found))}" if majority else "-") + " (seeds: " + \
                 ", ".join(str(h) if h else "-" for h in hits) + ")"
-            if label == "transfer" and majority and np.median(found) <= args.trials / 3:
+            if arm == "transfer" and majority and np.median(found) <= args.trials / 3:
                 reached += 1
-            lines.append(f"| {workload} | {label} | " + " | ".join(cells) + f" | {reach} | "
+            lines.append(f"| {workload} | {arm} | " + " | ".join(cells) + f" | {reach} | "
                          f"{sum(r.wall_s for r in runs) / 60:.1f} min |")
             print(lines[-1], flush=True)
     lines += ["", "Cells: GFLOP/s of the best program after that many trials, every run's "
@@ -120,8 +143,8 @@ def main() -> None:
               "plot shows the curves as measured during the runs.",
               f"Targets reached within a third of {args.trials} trials: {reached} of "
               f"{len(panels)}. Whole run: {(time.time() - start) / 60:.1f} min.", ""]
-    common.write_results(args.results, "transfer", lines, panels,
-                         f"Transfer from C1-C6 on {target}")
+    common.write_results(args.results, label, lines, panels,
+                         f"Transfer from C1-C6 on {target}" + variant.replace("-", ", "))
 
 
 if __name__ == "__main__":

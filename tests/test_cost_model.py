@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from tessel import cost_model, ops
-from tessel.cost_model import CostModelError, kendall_tau, normalize, top_k_recall
+from tessel.cost_model import (CostModelError, kendall_tau, normalize, spearman_rho,
+                               top_k_recall)
 from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.schedule import Schedule
 
@@ -117,6 +118,13 @@ def test_metrics():
     assert kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
     assert kendall_tau([1, 2, 3], [5, 5, 5]) == 0.0
     assert top_k_recall([0.9, 0.1, 0.8, 0.2], [1.0, 0.0, 0.5, 0.7], 2) == 0.5
+    assert spearman_rho([1, 2, 3, 4], [1, 20, 300, 4000]) == 1.0  # ranks, not values
+    assert spearman_rho([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert spearman_rho([1, 2, 3], [5, 5, 5]) == 0.0
+    # ties take their average rank: ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3)
+    assert spearman_rho([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486833)
+    with pytest.raises(ValueError, match="3 vs 2 values"):
+        spearman_rho([1, 2, 3], [1, 2])
 
 
 def test_errors(data, tmp_path):

@@ -18,6 +18,7 @@ import numpy as np
 
 import tessel
 from tessel import ops
+from tessel.cost_model.records import pairs_from_database
 from tessel.database import Database
 from tessel.space.templates import TEMPLATES
 
@@ -149,6 +150,13 @@ def _program(func, record, target: tessel.Target):
         config = space.config_space(func).from_choices(list(record.knobs))
         sch = space.apply_config(func, config)
     return postprocess(sch, default_postprocs(target)).func
+
+
+def pairs(path: Path, target: tessel.Target, first: int | None = None) -> list:
+    """(candidate, result) pairs of the records in the database at `path` (the first `first`
+    of each workload's), as a cost model trains on them."""
+    return [p for ps in pairs_from_database(Database(path), target).values()
+            for p in ps[:first]]
 
 
 def count(path: Path, func, target) -> int:

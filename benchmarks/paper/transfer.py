@@ -32,8 +32,6 @@ import common  # noqa: E402
 import tessel  # noqa: E402
 from tessel import ops  # noqa: E402
 from tessel.cost_model import TransferModel, pretrain_global  # noqa: E402
-from tessel.cost_model.records import pairs_from_database  # noqa: E402
-from tessel.database import Database  # noqa: E402
 
 SOURCES = "R18-C1,R18-C2,R18-C3,R18-C4,R18-C5,R18-C6"
 TARGETS = "R18-C7,R18-C8,R18-C9,GMM-1024"
@@ -86,8 +84,8 @@ def main() -> None:
 
     def global_model():  # trained once, after the sources are measured
         if not trained:
-            pairs = [p for run in measured for ps in pairs_from_database(
-                Database(run.path), target).values() for p in ps[:len(run.seconds)]]
+            pairs = [p for run in measured
+                     for p in common.pairs(run.path, target, len(run.seconds))]
             trained.append(pretrain_global(pairs))
             print(f"global model: {len(pairs)} records of {len(sources)} workloads", flush=True)
         return trained[0]

@@ -12,28 +12,19 @@ row whose databases are missing is skipped with a line saying which. Measures no
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 
-import tessel
-from tessel.cost_model import pretrain_global
-from tessel.cost_model.base import throughput
-from tessel.cost_model.records import pairs_from_database
-from tessel.database import Database
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402
+
+import tessel  # noqa: E402
+from tessel.cost_model import (pretrain_global, spearman_rho, throughput,  # noqa: E402
+                               top_k_recall)
 
 SOURCES = [f"R18-C{i}" for i in range(1, 7)]
-
-
-def ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks of `x` from 0, ties given their average rank."""
-    values, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return (first + (counts - 1) / 2.0)[inverse]
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
 
 
 def main() -> None:
@@ -43,15 +34,13 @@ def main() -> None:
     folder, target = Path(args.out), tessel.Target("host")
 
     def pairs(names: list[tuple[str, int | None]]) -> list | None:
-        out = []
-        for name, first in names:
-            path = folder / f"{name}.db"
-            if not path.exists():
-                print(f"(skipped: {path} is missing)")
-                return None
-            for ps in pairs_from_database(Database(path), target).values():
-                out += ps[:first]
-        return out
+        missing = [folder / f"{name}.db" for name, _ in names
+                   if not (folder / f"{name}.db").exists()]
+        if missing:
+            print(f"(skipped: {', '.join(map(str, missing))} missing)")
+            return None
+        return [p for name, first in names
+                for p in common.pairs(folder / f"{name}.db", target, first)]
 
     tuned = [(f"{w}-evolutionary+xgb-s0", None) for w in SOURCES]
     tuned_np = [(f"{w}-evolutionary+xgb-nopriors-s0", None) for w in SOURCES]
@@ -84,10 +73,9 @@ def main() -> None:
                 continue  # its own training records
             measured = np.array([throughput(r) for _, r in tpairs])
             predicted = np.asarray(model.predict([c for c, _ in tpairs]))
-            k = max(1, len(measured) // 10)
-            recall = len(set(np.argsort(-measured)[:k]) & set(np.argsort(-predicted)[:k])) / k
-            print(f"| {name} | {len(train)} | {tname} | {spearman(predicted, measured):+.2f} "
-                  f"| {recall:.2f} |", flush=True)
+            recall = top_k_recall(predicted, measured, max(1, len(measured) // 10))
+            print(f"| {name} | {len(train)} | {tname} | "
+                  f"{spearman_rho(predicted, measured):+.2f} | {recall:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

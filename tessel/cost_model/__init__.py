@@ -20,7 +20,7 @@ from typing import Any, Callable
 from tessel.cost_model.base import (CostModel, CostModelError, normalize, throughput,
                                     workload_key)
 from tessel.cost_model.ensemble import EnsembleModel
-from tessel.cost_model.metrics import kendall_tau, top_k_recall
+from tessel.cost_model.metrics import kendall_tau, spearman_rho, top_k_recall
 from tessel.cost_model.pretrained import PretrainedModel, load_global
 from tessel.cost_model.random import RandomModel
 from tessel.cost_model.records import pairs_from_database, pairs_from_fixture
@@ -57,4 +57,4 @@ __all__ = ["DEFAULT", "MODELS", "CostModel", "CostModelError", "EnsembleModel",
            "PretrainedModel", "RandomModel", "load_global",
            "TransferModel", "TreeGRUModel", "XGBModel", "from_database", "kendall_tau", "make",
            "normalize", "pairs_from_database", "pairs_from_fixture", "pretrain_global",
-           "throughput", "top_k_recall", "workload_key"]
+           "spearman_rho", "throughput", "top_k_recall", "workload_key"]

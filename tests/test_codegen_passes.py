@@ -10,6 +10,7 @@ from tessel.codegen.lowered import (Allocate, Broadcast, Comment, LoweredFunc, P
                                     lowered_str)
 from tessel.codegen.passes import lower_blocks, promote_registers, unroll, vectorize
 from tessel.codegen.passes.fold import Mentions, substitute_folding
+from tessel.codegen.passes.blocks import STACK_LIMIT_BYTES
 from tessel.ir import (REDUCE, Buffer, BufferLoad, BufferStore, For, IfThenElse, IntImm,
                        IterVar, Var, const, realize, seq, structural_equal)
 from tessel.target import Target
@@ -60,7 +61,9 @@ def test_blocks_become_substituted_statements_with_branches_and_allocations():
     assert got.outputs == (C,)
 
 
-def test_large_or_global_buffers_go_to_the_heap():
+def test_large_buffers_go_to_the_heap_small_ones_to_the_stack():
+    # a small intermediate ("global" scope, e.g. a row of softmax's exp computed under the
+    # row loop) lives on the stack as a "local" one does: no allocation per iteration
     X, O = Buffer("X", (4,)), Buffer("O", (4,))
     big, glob = Buffer("big", (20000,), scope="local"), Buffer("glob", (4,))
     i, v = Var("i"), Var("v")
@@ -68,7 +71,10 @@ def test_large_or_global_buffers_go_to_the_heap():
     func = make_func("f", (X, O), For(i, 4, realize(block, [i])), alloc=[big, glob])
     got = lower_blocks(func)
     assert [(a.buffer.name, a.storage) for a in ir.collect(got.body, Allocate)] == \
-        [("big", "heap"), ("glob", "heap")]
+        [("big", "heap"), ("glob", "stack")]
+    huge = Buffer("huge", (STACK_LIMIT_BYTES // 4 + 1,))
+    func = make_func("f", (X, O), For(i, 4, realize(block, [i])), alloc=[huge])
+    assert [a.storage for a in ir.collect(lower_blocks(func).body, Allocate)] == ["heap"]
 
 
 # ---- unroll ----

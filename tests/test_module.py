@@ -7,6 +7,7 @@ import pytest
 from tessel import ir, te
 from tessel.codegen import Module, build, compiler
 from tessel.codegen.module import KernelSequence
+from tessel.codegen.passes.blocks import STACK_LIMIT_BYTES
 from tessel.ir import Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.arith import block_regions
 from tessel.target import Target
@@ -144,9 +145,10 @@ def test_building_twice_compiles_once(tmp_path, monkeypatch):
 def _huge_alloc_func(where: str):
     """O[i] = i + 1 through a scratch buffer too large for any address space (2**48 bytes),
     allocated once in the root block ("root") or per iteration of a loop of kind `where`; the
-    root also allocates a small buffer that must be freed on failure."""
+    root also allocates a heap buffer (just over the stack's limit) that must be freed on
+    failure."""
     O = Buffer("O", (4,))
-    keep = Buffer("keep", (1,))
+    keep = Buffer("keep", (STACK_LIMIT_BYTES // 4 + 1,))
     scope = "global" if where == "root" else "local"
     scratch = Buffer("scratch", (2 ** 45,), "float64", scope=scope)
     i, vi = Var("i"), Var("vi")

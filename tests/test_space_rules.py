@@ -82,6 +82,36 @@ def test_auto_inline_removes_transposes_of_tbg():
     assert [b.name for b in ir.blocks(sch.func.body)][1:] == ["C"]
 
 
+def test_auto_inline_keeps_a_costly_producer_of_two_consumers_for_compute_location():
+    # softmax's exp feeds the row sum and the output: inlined, each computes it again
+    func = small("SFM")
+
+    def after(rule, func):
+        sch = tessel.Schedule(func)
+        block = sch.get_block("exp" if "exp" in [b.name for b in ir.blocks(func.body)] else "e")
+        return [b.name for b in ir.blocks(rule.apply(sch, block)[0].func.body)]
+
+    assert "exp" in after(AutoInline(), func)
+    assert "exp" not in after(AutoInline(keep_shared_calls=False), func)
+    # a costly producer of one consumer is still inlined
+    x = tessel.te.placeholder((6, 5), "float32", name="x")
+    e = tessel.te.compute((6, 5), lambda i, j: tessel.te.exp(x[i, j]), name="e")
+    y = tessel.te.compute((6, 5), lambda i, j: e[i, j] * 2.0, name="y")
+    assert "e" not in after(AutoInline(), tessel.te.create_func([x, y], name="exp2"))
+    # the auto space samples exp under the output's row loop: computed once per row, right
+    rng, fused = random.Random(0), None
+    for _ in range(200):
+        sch = AUTO.sample(func, rng)
+        rows = [r for r in ir.collect(sch.func.body, ir.For)
+                if any(b.block.name == "exp" for b in ir.collect(r.body, ir.BlockRealize))
+                and any(b.block.name == "softmax" for b in ir.collect(r.body, ir.BlockRealize))]
+        if rows:
+            fused = postprocess(sch, POSTPROCS).func
+            break
+    assert fused is not None
+    assert max(max_errors(func, [fused])) < 1e-5
+
+
 def test_rules_that_match_no_block_raise():
     with pytest.raises(SpaceError, match="match no block of softmax"):
         make_space([MultiLevelTiling()]).designs(small("SFM"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -71,16 +70,10 @@ def main() -> None:
                      f"{', '.join('-' if k is None else str(k) for k in reach)} | "
                      f"{', '.join(f'{again[config, r.seed] * 1e6:.1f}' for r in rs)} | "
                      f"{sum(r.wall_s for r in rs):.0f} |")
-    stamp = time.strftime("%Y-%m-%d")
-    results = Path(args.results)
-    png = results / f"{stamp}-paper-{args.workload.lower()}.png"
-    common.plot_panels({args.workload: {c: [r.best_gflops(flops) for r in rs]
-                                        for c, rs in runs.items()}}, png, str(target))
-    lines += ["", f"![curves]({png.name})", ""]
-    md = results / f"{stamp}-paper-{args.workload.lower()}.md"
-    md.write_text("\n".join(lines))
     print("\n".join(lines))
-    print(f"wrote {md} and {png}")
+    common.write_results(args.results, args.workload.lower(), lines + [""],
+                         {args.workload: {c: [r.best_gflops(flops) for r in rs]
+                                          for c, rs in runs.items()}}, str(target))
 
 
 def retime_bests(workload: str, runs: dict, folder: Path, target: tessel.Target,

@@ -2,9 +2,10 @@
 
 A block's iteration variables are replaced by their bindings (expressions of loop variables),
 its predicate becomes a branch, its init a branch taken when every reduction variable is 0
-(TensorIR's rule), its allocations `Allocate` nodes: small "local" buffers on the stack,
-everything else on the heap. Loop nestings C cannot express are refused here, before any
-code is written.
+(TensorIR's rule), its allocations `Allocate` nodes: buffers up to STACK_LIMIT_BYTES on the
+stack (a row of softmax's exp computed under a parallel row loop must not cost an
+allocation per row), larger ones on the heap. Loop nestings C cannot express are refused
+here, before any code is written.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tessel.codegen.passes.fold import substitute_folding
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferStore, Expr, For, IfThenElse,
                        PrimFunc, SeqStmt, Stmt, Var, const, seq, uses_var)
 
-STACK_LIMIT_BYTES = 64 * 1024  # "local" buffers up to this size live on the stack
+STACK_LIMIT_BYTES = 64 * 1024  # buffers up to this size live on the stack
 
 
 def lower_blocks(func: PrimFunc) -> LoweredFunc:
@@ -31,7 +32,7 @@ def storage_of(buf: Buffer) -> str:
     check(buf.scope != "shared", f"buffer {buf.name} has scope 'shared', which needs the CUDA "
                                  "backend")
     nbytes = buf.size * np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
-    return "stack" if buf.scope == "local" and nbytes <= STACK_LIMIT_BYTES else "heap"
+    return "stack" if nbytes <= STACK_LIMIT_BYTES else "heap"
 
 
 class _Lowering:

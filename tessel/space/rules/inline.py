@@ -15,17 +15,26 @@ class AutoInline:
     """`into_consumer`: compute_inline a spatial single-store block (transposes, exp, ...);
     `into_producer`: otherwise reverse_compute_inline it (epilogues such as bias add, ReLU).
     Blocks with a condition in their value (padding) are left to RandomComputeLocation
-    unless `allow_if_then_else`, as MetaSchedule does on CPUs."""
+    unless `allow_if_then_else`, as MetaSchedule does on CPUs.
+
+    `keep_shared_calls`: a producer that calls a math function (exp, tanh, ...) and feeds
+    more than one consumer is not inlined here either. Inlined, every consumer computes the
+    function again (softmax's exp, read by the row sum and the output); left in place,
+    RandomComputeLocation samples where it is computed, inlining among its choices, so
+    computing it once per row under the consumers' loop is a design the search can find."""
 
     into_consumer: bool = True
     into_producer: bool = True
     allow_if_then_else: bool = False
+    keep_shared_calls: bool = True
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         node = sch.get(block)
         if is_reduction(node) or not isinstance(node.body, BufferStore) or node.init is not None:
             return [sch]
         if not self.allow_if_then_else and has_condition(node):
+            return [sch]
+        if self.keep_shared_calls and calls_math(node) and len(sch.get_consumers(block)) > 1:
             return [sch]
         for wanted, primitive in ((self.into_consumer, sch.compute_inline),
                                   (self.into_producer, sch.reverse_compute_inline)):
@@ -44,4 +53,12 @@ def has_condition(block: Block) -> bool:
         c.name == "if_then_else" for c in ir.collect(block.body, ir.Call))
 
 
-__all__ = ["AutoInline", "has_condition"]
+COSTLY = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "pow"})  # tens of instructions
+
+
+def calls_math(block: Block) -> bool:
+    """Whether the block's value calls a math function (exp, log, tanh, erf, sqrt, ...)."""
+    return any(c.name in COSTLY for c in ir.collect(block.body, ir.Call))
+
+
+__all__ = ["AutoInline", "calls_math", "has_condition"]

@@ -105,9 +105,12 @@ def test_a_checked_call_far_past_the_limit_is_the_cost(target, tmp_path):
 
 def test_the_best_so_far_bounds_the_time_limit(target, tmp_path):
     """Once a best is known, a candidate that never finishes is cut off after MIN_LIMIT_S
-    (the best is microseconds), not after timeout_s; the message says why."""
+    (the best is microseconds), not after timeout_s; the message says why. This one hangs from
+    its second call on: the first, guarded by the cut-off, returns."""
     from tessel.measure.session import MIN_LIMIT_S, job_timeout
-    right, hang = (candidate_and_build(body, target, tmp_path) for body in ("right", "hang"))
+    later = ("    { static int calls = 0; if (calls++ > 0) { volatile int spin = 1; "
+             "while (spin) {} } }\n" + BODIES["right"])
+    right, hang = (candidate_and_build(body, target, tmp_path) for body in ("right", later))
     with LocalRunner(target, min_repeat_ms=1.0, timeout_s=30.0) as r:
         fast, stuck = r.run(*zip(right, hang))
     assert fast.ok and stuck.error_kind == "timeout"
@@ -116,6 +119,50 @@ def test_the_best_so_far_bounds_the_time_limit(target, tmp_path):
     assert job_timeout(30.0, 0.0) == 30.0  # no best: the configured limit
     assert job_timeout(30.0, 1.0) == 30.0 and job_timeout(30.0, 0.2) == 20.0
     assert job_timeout(30.0, 1e-6) == MIN_LIMIT_S
+
+
+def test_a_first_call_far_past_the_best_is_cut_off(target, tmp_path):
+    """With a best known, a first call still running after CUT_MIN_S (here: 30x the limit is
+    less) is answered for by the worker's watchdog, a timeout naming the cut; the process is
+    replaced and the next candidate is measured as usual. Without a best, it runs to its end."""
+    from tessel.measure.worker import CUT_MIN_S
+    slow = "    { struct timespec t = {2, 0}; nanosleep(&t, NULL); }\n" + BODIES["right"]
+    right, crawl = (candidate_and_build(body, target, tmp_path) for body in ("right", slow))
+    with LocalRunner(target, min_repeat_ms=1.0, timeout_s=30.0) as r:
+        fast, = r.run(*zip(right))
+        pid = r.session.process.pid
+        cut, after = r.run(*zip(crawl, right))
+        assert r.session.process.pid not in (None, pid)  # a fresh measuring process
+    assert fast.ok and after.ok and len(after.costs) == 3
+    assert cut.error_kind == "timeout" and "cut off" in cut.error_msg
+    assert f"after {CUT_MIN_S:g} s" in cut.error_msg
+    assert CUT_MIN_S <= cut.run_secs < 1.9  # not the 2 s the call takes
+    longer = "    { struct timespec t = {0, 600000000}; nanosleep(&t, NULL); }\n" + BODIES["right"]
+    with LocalRunner(target, config=RunConfig(repeat=1, number=1, min_repeat_ms=0,
+                                              warmup=0)) as r:
+        whole, = r.run(*zip(candidate_and_build(longer, target, tmp_path)))
+    assert whole.ok and whole.costs[0] >= 0.6 > CUT_MIN_S
+
+
+def test_a_slow_reference_is_saved_for_a_fresh_process(target, tmp_path, monkeypatch):
+    """A reference run slower than 50 ms leaves its outputs beside its library; a new
+    measuring process reads them back instead of running the reference again."""
+    from tessel.measure import worker
+    slow = "    { struct timespec t = {0, 80000000}; nanosleep(&t, NULL); }\n" + BODIES["right"]
+    _, build = candidate_and_build(slow, target, tmp_path)
+    params = [("A", (37,), "float32", False), ("B", (37,), "float32", True)]
+    request = {"op": "reference", "key": "k", "lib": build.artifact.lib_path,
+               "params": params, "seed": 3}
+    first = worker.Worker()
+    assert first.handle(request) == {"ok": True}
+    saved = f"{build.artifact.lib_path}.seed3.npz"
+    assert os.path.exists(saved)
+    fresh = worker.Worker()
+    monkeypatch.setattr(worker, "_load", lambda path: pytest.fail("ran the reference again"))
+    assert fresh.handle(request) == {"ok": True}
+    np.testing.assert_array_equal(fresh.references["k"][0], first.references["k"][0])
+    a = worker.random_input(np.random.default_rng(3), "A", (37,), "float32")
+    np.testing.assert_allclose(fresh.references["k"][0], a * 2 + 1, rtol=1e-6)
 
 
 def test_check_off_measures_a_wrong_kernel(target, tmp_path):

@@ -14,6 +14,7 @@ import pickle
 import signal
 import struct
 import sys
+import threading
 from typing import Any, BinaryIO, Callable
 
 _HEADER = struct.Struct("<Q")
@@ -48,16 +49,31 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
         os._exit(1)
 
 
-def serve(handle: Callable[[Any], Any], death_signal: int = signal.SIGKILL) -> None:
+def serve(handle: Callable[[Any], Any], death_signal: int = signal.SIGKILL,
+          bind: Callable[[Callable[[Any], None]], None] | None = None) -> None:
     """Answer requests from stdin on stdout until stdin closes. Whatever the code run here
-    prints to stdout goes to stderr instead, so it cannot corrupt the replies."""
+    prints to stdout goes to stderr instead, so it cannot corrupt the replies.
+
+    `bind`, if given, first receives the function that sends a reply, for a handler whose
+    reply may come from another thread (the measuring worker's watchdog answers for a kernel
+    call that will not end); a handler that has answered that way returns None."""
     if len(sys.argv) > 1:
         die_with_parent(int(sys.argv[1]), death_signal)
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    lock = threading.Lock()
+
+    def send(message: Any) -> None:
+        with lock:
+            write_message(replies, message)
+
+    if bind is not None:
+        bind(send)
     while (request := read_message(requests)) is not None:
-        write_message(replies, handle(request))
+        reply = handle(request)
+        if reply is not None:
+            send(reply)
 
 
 __all__ = ["die_with_parent", "read_message", "serve", "write_message"]

@@ -50,10 +50,13 @@ class RunConfig:
     runner has measured for its workload is not timed further: its one timing is its cost and
     the result is flagged "stopped_early" (0 turns this off). Slow candidates then cost two
     calls instead of a dozen, and one whose checked (first) call alone took more than three
-    times that limit (and 20 ms) costs that one call. Once a best is known, a candidate's time
-    limit is also bounded by it: SLOW_LIMIT_RATIO times stop_ratio x best, at least
-    MIN_LIMIT_S (never more than `timeout_s`), so a candidate hundreds of times slower than
-    the best is cut off in a second or two instead of `timeout_s`."""
+    times that limit (and 20 ms) costs that one call. One whose first call is still running
+    after 30 times that limit (and 0.25 s: tessel.measure.worker.CUT_RATIO, CUT_MIN_S) is cut
+    off there, a "timeout" error, and the measuring process is restarted: random programs of
+    a convolution run 1-5 s a call where the best runs in a fraction of a millisecond. Once a
+    best is known, the whole job's time limit (loading, inputs, check, timing) is also
+    bounded by it: SLOW_LIMIT_RATIO times stop_ratio x best, at least MIN_LIMIT_S (never more
+    than `timeout_s`)."""
     number: int = 3
     repeat: int = 3
     min_repeat_ms: float = 10.0
@@ -212,13 +215,15 @@ class DeviceSession:
                                           "params": params, "config": config, "check": check},
                                          job.timeout_s)
             others = meter.stop()
-            if reply.get("error") == "timeout":
+            if reply.get("error") == "timeout" and not reply.get("cut"):
                 reply["msg"] = _timeout_message(job)
             if reply.get("error") != REFERENCE_MISSING:
                 break
             self._loaded.discard(check["key"])
         else:
             reply = {"error": "runtime_error", "msg": reply["msg"]}
+        if reply.get("cut"):  # its first call is still running there: end the process
+            self.process.close()
         secs = time.perf_counter() - start
         if "error" in reply:
             return MeasureResult.error(reply["error"], reply["msg"], build_secs=job.build_secs,

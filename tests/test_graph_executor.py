@@ -190,7 +190,10 @@ def test_compiled_model_matches_the_numpy_interpreter(hw, c, fallback):
     assert hows == ({"prior", "unscheduled"} if fallback == "prior" else {"unscheduled"})
     convs = [s for s in model.statuses if "conv" in s.task.label]
     assert all(s.how == fallback for s in convs) and "0 tuned" in model.report()
-    assert len(model.profile(repeat=1)) == len(model._kernels)
+    alone, inside = model.profile(repeat=1), model.profile(repeat=3, in_sequence=True)
+    names = [f.name for f in model.kernel_funcs]
+    assert [n for n, _ in alone] == [n for n, _ in inside] == names
+    assert all(t > 0 for _, t in alone + inside)
 
 
 def test_compiled_model_checks_its_inputs():

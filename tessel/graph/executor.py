@@ -361,18 +361,34 @@ class CompiledModel:
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
 
-    def profile(self, repeat: int = 3) -> list[tuple[str, float]]:
-        """(kernel name, best seconds of `repeat` calls) for each kernel in run order, on the
-        inputs of the last call."""
-        out = []
-        for kernel, call in zip(self._kernels, self._calls):
-            best = math.inf
-            for _ in range(repeat):
+    def profile(self, repeat: int = 3, in_sequence: bool = False) -> list[tuple[str, float]]:
+        """(kernel name, seconds) for each kernel in run order, on the inputs of the last call:
+        the best of `repeat` calls of the kernel alone, or with `in_sequence` the median of
+        its calls within `repeat` whole runs of the sequence (its caches as the kernels
+        before it leave them: what a model run sees)."""
+        names = [kernel.func.name for kernel in self._kernels]
+        if not in_sequence:
+            out = []
+            for name, call in zip(names, self._calls):
+                best = math.inf
+                for _ in range(repeat):
+                    start = time.perf_counter()
+                    call()
+                    best = min(best, time.perf_counter() - start)
+                out.append((name, best))
+            return out
+        times = np.empty((repeat, len(self._calls)))
+        for r in range(repeat):
+            for k, call in enumerate(self._calls):
                 start = time.perf_counter()
                 call()
-                best = min(best, time.perf_counter() - start)
-            out.append((kernel.func.name, best))
-        return out
+                times[r, k] = time.perf_counter() - start
+        return list(zip(names, np.median(times, axis=0).tolist()))
+
+    @property
+    def kernel_funcs(self) -> list[PrimFunc]:
+        """The PrimFunc of each kernel, in run order (as `profile` lists them)."""
+        return [kernel.func for kernel in self._kernels]
 
 
 def _plan_memory(graph: Graph, groups: list[FusedGroup]) -> dict[str, np.ndarray]:

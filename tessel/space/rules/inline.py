@@ -57,7 +57,7 @@ COSTLY = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "pow"})  # tens of i
 
 
 def calls_math(block: Block) -> bool:
-    """Whether the block's value calls a math function (exp, log, tanh, erf, sqrt, ...)."""
+    """Whether the block's value calls a costly math function (COSTLY: exp, log, tanh, ...)."""
     return any(c.name in COSTLY for c in ir.collect(block.body, ir.Call))
 
 

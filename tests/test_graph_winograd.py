@@ -75,7 +75,7 @@ def test_the_epilogues_and_weights_of_a_rewritten_conv():
     wino = winograd_convs(block_layouts(_cnn(), 16))
     after = {v: [n.op for n in users] for v, users in wino.consumers().items()}
     outs = [n for n in wino.nodes if n.op == "winograd_output"]
-    assert len(outs[0].inputs) == 3  # the bias
+    assert len(outs[0].inputs) == 2  # the products and the bias
     assert after[outs[0].output] == ["relu"] and after[outs[1].output] == ["add"]
     transformed = [wino.constants[n.inputs[1]] for n in wino.nodes if n.op == "matmul"]
     assert [u.shape for u in transformed] == [(36, 32, 40), (36, 40, 40)]

@@ -20,8 +20,7 @@ from __future__ import annotations
 from tessel.graph.fold import rebuild
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import unblock_weight
-from tessel.graph.opdefs.winograd import (TILES, input_coefficients, output_coefficients,
-                                          tile_grid, winograd_weight)
+from tessel.graph.opdefs.winograd import TILES, tile_grid, winograd_weight
 
 MIN_TILES = 16
 # per output pixel the transforms cost about 81 C + 36 K multiply-adds (dense contractions
@@ -36,14 +35,6 @@ def winograd_convs(graph: Graph, tile: int = 4, min_tiles: int = MIN_TILES) -> G
     check(tile in TILES, f"winograd_convs: tile must be one of {TILES}, got {tile!r}")
     check(isinstance(min_tiles, int) and min_tiles >= 1,
           f"winograd_convs: min_tiles must be a positive int, got {min_tiles!r}")
-    shared: dict[str, str] = {}
-
-    def coefficients(new: Graph, kind: str) -> str:
-        if kind not in shared:
-            value = input_coefficients(tile) if kind == "in" else output_coefficients(tile)
-            shared[kind] = new.add_constant(_fresh(new, f"winograd{tile}_{kind}"), value)
-        return shared[kind]
-
     def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
         if not eligible(new, node, inputs, tile, min_tiles):
             return None
@@ -52,11 +43,11 @@ def winograd_convs(graph: Graph, tile: int = 4, min_tiles: int = MIN_TILES) -> G
         ob = new.types[w].shape[5]
         u = new.add_constant(_fresh(new, f"{w}_winograd{tile}"),
                              winograd_weight(unblock_weight(new.constants[w]), tile))
-        v = new.add_node("winograd_input", [x, coefficients(new, "in")], name=node.name,
+        v = new.add_node("winograd_input", [x], name=node.name, tile=tile,
                          output=_fresh(new, f"{node.output}_wino_in"))
         mm = new.add_node("matmul", [v, u], name=node.name,
                           output=_fresh(new, f"{node.output}_wino_gemm"))
-        return new.add_node("winograd_output", [mm, coefficients(new, "out"), *bias],
+        return new.add_node("winograd_output", [mm, *bias],
                             name=node.name, output=node.output, shape=(n, h, wd), block=ob)
 
     return rebuild(graph, rewrite)

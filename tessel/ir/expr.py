@@ -282,11 +282,32 @@ def _identity(op: str, a: Expr, b: Expr, ca, cb) -> Expr | None:
         return a
     if op == "%" and cb == 1 and integer:
         return const(0, a.dtype)
+    if op in ("%", "//") and integer and isinstance(cb, int) and cb > 1:
+        aligned = _aligned(a, cb)
+        if aligned is not None:  # (x * k + r) with c | k: floor semantics, any sign of x
+            x, k, r = aligned
+            if op == "%":
+                return const(r % cb, a.dtype)
+            return binop("+", binop("*", x, const(k // cb, a.dtype)), const(r // cb, a.dtype))
     if op == "and":
         return b if ca == 1 else a if cb == 1 else (const(False) if 0 in (ca, cb) else None)
     if op == "or":
         return a if cb == 0 else b if ca == 0 else (const(True) if 1 in (ca, cb) else None)
     return None
+
+
+def _aligned(a: Expr, c: int) -> tuple[Expr, int, int] | None:
+    """(x, k, r) when `a` is x * k + r (or x * k, k * x) with constants k, r and c dividing k:
+    a loop split by c with its inner loop a constant (y = yo * 4 + 2) reads as a multiple
+    of c plus a remainder, so y % 4 and y // 4 fold (to 2 and yo)."""
+    r = 0
+    if isinstance(a, BinOp) and a.op == "+" and isinstance(a.b, IntImm):
+        a, r = a.a, a.b.value
+    if not (isinstance(a, BinOp) and a.op == "*"):
+        return None
+    x, k = (a.a, a.b.value) if isinstance(a.b, IntImm) else (
+        (a.b, a.a.value) if isinstance(a.a, IntImm) else (None, 0))
+    return (x, k, r) if x is not None and k % c == 0 else None
 
 
 def eq(a: ExprLike, b: ExprLike) -> Expr:

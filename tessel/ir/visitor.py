@@ -61,8 +61,20 @@ def transform(node: Any, fn: Callable[[Any], Any],
     """Rebuild `node` bottom-up: children first, then `fn(rebuilt)`; None from fn keeps it.
 
     Unchanged subtrees are shared, not copied. A node for which `keep` says True is kept as it
-    is, without a look inside (a caller that knows fn changes nothing there).
+    is, without a look inside (a caller that knows fn changes nothing there). An expression
+    that occurs more than once in `node` (the same object: a load that several terms share)
+    is rebuilt once and its result shared, so a tree that is a DAG stays one, and a pass over
+    it costs its distinct nodes, not its paths.
     """
+    return _transform(node, fn, keep, {})
+
+
+def _transform(node: Any, fn: Callable[[Any], Any], keep: Callable[[Any], bool] | None,
+               memo: dict[int, tuple[Any, Any]]) -> Any:
+    if isinstance(node, Expr):
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit[1]
     if keep is not None and keep(node):
         return node
     if isinstance(node, Buffer):
@@ -72,17 +84,20 @@ def transform(node: Any, fn: Callable[[Any], Any],
     for name in _node_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, NODE_TYPES):
-            new = transform(value, fn, keep)
+            new = _transform(value, fn, keep, memo)
             if new is not value:
                 changes[name] = new
         elif isinstance(value, tuple) and any(isinstance(v, NODE_TYPES) for v in value):
-            new_t = tuple(transform(v, fn, keep) if isinstance(v, NODE_TYPES) else v
+            new_t = tuple(_transform(v, fn, keep, memo) if isinstance(v, NODE_TYPES) else v
                           for v in value)
             if any(a is not b for a, b in zip(new_t, value)):
                 changes[name] = new_t
     rebuilt = dataclasses.replace(node, **changes) if changes else node
     out = fn(rebuilt)
-    return rebuilt if out is None else out
+    result = rebuilt if out is None else out
+    if isinstance(node, Expr):
+        memo[id(node)] = (node, result)  # holding node keeps its id unique
+    return result
 
 
 def substitute(node: Any, vmap: Mapping[Var, Expr]) -> Any:

@@ -49,7 +49,7 @@ def _check_spatial(block: Block, primitive: str, role: str = "block") -> None:
 
 def _leaf_blocks(func: PrimFunc) -> list[Block]:
     """Blocks without blocks inside, in program order: the ones whose stores are their own."""
-    return [b for b in ir.blocks(func.body) if not ir.collect(b.body, BlockRealize)]
+    return [b for b in ir.blocks(func.body) if not ir.collect_stmts(b.body, BlockRealize)]
 
 
 def _writers(func: PrimFunc, buffer: Buffer) -> list[Block]:
@@ -92,7 +92,7 @@ def _refresh_block(block: Block, gone: Buffer) -> Block | None:
     changes: dict[str, Any] = {}
     if gone in block.alloc_buffers:
         changes["alloc_buffers"] = tuple(b for b in block.alloc_buffers if b is not gone)
-    leaf = not ir.collect(block.body, BlockRealize)
+    leaf = not ir.collect_stmts(block.body, BlockRealize)
     if leaf and any(r.buffer is gone for r in block.reads):
         changes["reads"] = block_regions(block.body, block.init)[0]
         return arith.simplify_stmt(dataclasses.replace(block, **changes))

@@ -76,7 +76,7 @@ def postprocs_for(func: PrimFunc, target: Target) -> list[Postproc]:
 # ---- loop analysis --------------------------------------------------------------------------
 def is_spatial_loop(loop: For) -> bool:
     """No block under the loop binds it to a reduction iter var."""
-    for r in ir.collect(loop.body, BlockRealize):
+    for r in ir.collect_stmts(loop.body, BlockRealize):
         for iv, value in zip(r.block.iter_vars, r.iter_values):
             if iv.kind == REDUCE and ir.uses_var(value, loop.loop_var):
                 return False

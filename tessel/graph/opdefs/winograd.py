@@ -1,23 +1,25 @@
 """Winograd's minimal filtering for 3x3 convolutions, F(m x m, 3 x 3) (Lavin and Gray, 2016):
 a stride-1 3x3 convolution as three kernels, each one tessel tunes like any other.
 
-    V = winograd_input(x, BB)     # (a*a, P, C): each a x a input tile (a = m + 2), transformed
-    M = matmul(V, U)              # (a*a, P, K): a*a independent GEMMs, U the transformed weight
-    y = winograd_output(M, AA)    # (N, K/b, H, W, b): each tile's m x m outputs, blocked
+    V = winograd_input(x, tile=m)  # (a*a, P, C): each a x a input tile (a = m + 2), B^T d B
+    M = matmul(V, U)               # (a*a, P, K): a*a independent GEMMs, U the transformed weight
+    y = winograd_output(M)         # (N, K/b, H, W, b): each tile's m x m outputs A^T M A, blocked
 
 P is the number of m x m output tiles (N * ceil(H/m) * ceil(W/m)). The weight transform
 U = G g G^T runs once, at graph time (`winograd_weight`). With m = 4 a tile of 16 outputs takes
 36 multiplies per input/output channel pair where the direct convolution takes 144, so the
-GEMM does 1/4 of the direct convolution's arithmetic; the transforms are contractions with
-constant matrices (BB = B^T (x) B^T, AA = A^T (x) A^T, given as constants so the kernels stay
-plain tensor programs), linear in the channels. The GEMMs are where the time goes when the
-channels are many, and tessel's matmul schedules run near peak.
+GEMM does 1/4 of the direct convolution's arithmetic, and tessel's matmul schedules run it
+near peak.
 
-One contraction with the Kronecker product costs a^4 multiply-adds per tile and channel where
-rows-then-columns (two stages) costs 2 a^3, 3x fewer. Measured on ResNet-18's 56x56 stage
-(Zen 4): two stages made the input transform's expert prior faster (0.33 -> 0.22 ms) and the
-output transform's slower (0.15 -> 0.20 ms), and the tuned single contraction runs at 0.19 ms
-(167 GFLOP/s, the zeros of BB multiplied as any other number): one stage each, as here.
+The transforms multiply by constant matrices, mostly zeros and +-1 (B^T of F(4, 3) has 22
+nonzeros of 36, A^T 18 of 24). Each element of a transformed tile is written as the formula it
+is, chosen by its position in the tile (`linear_choice`: an if_then_else over the rows of the
+matrix, each row's sum with its nonzero terms only), and the blocks carry UnrollCases'
+annotation (tessel.space.rules.cases): the search space unrolls the in-tile positions, every
+copy's choice folds to one straight-line formula, and the compiler shares the row sums between
+them. Measured on ResNet-18's 56x56 stage (Zen 5, 2026-11-26): the contraction with the
+Kronecker matrix as a runtime tensor (1296 multiply-adds a tile and channel, zeros included)
+tuned to 120 us; this form, 32 trials, 24 us.
 
 The data is the blocked layout of tessel.graph.opdefs.blocked (N, C/ib, H, W, ib) and the
 output is blocked (N, K/ob, H, W, ob), so epilogues (bias, residual add, ReLU) fuse into the
@@ -37,6 +39,7 @@ from tessel.graph.opdefs.base import REQUIRED, Arg, Attrs, Example, define, f64
 from tessel.graph.opdefs.blocked import (_torch_block, _torch_unblock, block_array,
                                          unblock_array, with_channel_bias)
 from tessel.ops.common import named, pad_tensor
+from tessel.space.rules.cases import CASES
 
 # (A^T, G, B^T) of F(m, 3) with the interpolation points 0, 1, -1 (m = 2) and 0, +-1, +-2 (m = 4)
 _MATRICES = {
@@ -96,32 +99,65 @@ def _alpha(coefficients: tuple[int, ...], label: str, op: str, rows: int | None 
 # ---- winograd_input ----
 
 def _input_infer(inputs, attrs, label):
-    x, bb = inputs[0].shape, inputs[1].shape
+    x, m = inputs[0].shape, attrs["tile"]
     check(len(x) == 5, f"node {label} (winograd_input): data {x} must be (N, C/b, H, W, b)")
-    a = _alpha(bb, label, "winograd_input", bb[-1] if len(bb) == 2 else None)
-    th, tw = tile_grid(x[2], x[3], a - 2)
-    return (a * a, x[0] * th * tw, x[1] * x[4])
+    check(m in TILES, f"node {label} (winograd_input): tile {m!r} is not one of {TILES}")
+    th, tw = tile_grid(x[2], x[3], m)
+    return ((m + 2) ** 2, x[0] * th * tw, x[1] * x[4])
+
+
+def linear_choice(index: te.Expr, coefficients: np.ndarray, term) -> te.Expr:
+    """sum_k coefficients[index, k] * term(k), with the row chosen by `index` (an expression)
+    among the rows of a constant matrix: a chain of if_then_else over the rows, each row's sum
+    written with its nonzero coefficients only (+-1 as an addition or a subtraction). Once
+    `index` is a constant (its loop unrolled) the chain folds to the one sum."""
+    def row(r: int) -> te.Expr:
+        total = None
+        for k, c in enumerate(coefficients[r]):
+            if c == 0:
+                continue
+            value = term(k)
+            if abs(c) != 1:
+                value = value * te.const(float(abs(c)), "float32")
+            total = (value if c > 0 else -value) if total is None else (
+                total + value if c > 0 else total - value)
+        return total if total is not None else te.const(0.0, "float32")
+
+    chosen = row(len(coefficients) - 1)
+    for r in range(len(coefficients) - 2, -1, -1):
+        chosen = te.if_then_else(index == r, row(r), chosen)
+    return chosen
 
 
 def _input_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
-    x, bb = args
+    (x,) = args
     n, cb, h, w, b = x.shape
-    alpha = math.isqrt(bb.shape[0])
-    m = alpha - 2
+    m = a["tile"]
+    alpha = m + 2
+    bt = winograd_matrices(m)[2]
     th, tw = tile_grid(h, w, m)
     padded = pad_tensor(x, (0, 0, 1, 1, 0), (0, 0, th * m + 1 - h, tw * m + 1 - w, 0), 0,
                         ("n", "c", "h", "w", "b"), name=f"{name}_pad")
-    ri, rj = te.reduce_axis(alpha, name="ri"), te.reduce_axis(alpha, name="rj")
 
     def body(t, p, c):
-        tile = padded[p // (th * tw), c // b, (p // tw) % th * m + ri, p % tw * m + rj, c % b]
-        return te.sum(bb[t, ri * alpha + rj] * tile, axis=[ri, rj])
+        tile: dict[tuple[int, int], te.Expr] = {}  # one load per input of the tile, shared
 
-    return te.compute(out.shape, named(body, ("t", "p", "c")), name=name)
+        def d(i: int, j: int) -> te.Expr:
+            if (i, j) not in tile:
+                tile[i, j] = padded[p // (th * tw), c // b, (p // tw) % th * m + i,
+                                    p % tw * m + j, c % b]
+            return tile[i, j]
+
+        # (B^T d B)[e, f] = sum_i B^T[e, i] sum_j B^T[f, j] d[i, j], t = e * alpha + f
+        return linear_choice(t // alpha, bt, lambda i: linear_choice(
+            t % alpha, bt, lambda j: d(i, j)))
+
+    return te.compute(out.shape, named(body, ("t", "p", "c")), name=name,
+                      attrs={CASES: ((alpha, alpha), (), ())})
 
 
 def _input_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
-    x, bb = unblock_array(f64(args[0])), f64(args[1])
+    x, bb = unblock_array(f64(args[0])), input_coefficients(a["tile"])
     n, c, h, w = x.shape
     alpha = math.isqrt(bb.shape[0])
     m = alpha - 2
@@ -134,11 +170,11 @@ def _input_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.nd
     return v.reshape(alpha * alpha, n * th * tw, c)
 
 
-def _input_torch(t, x, bb):
+def _input_torch(t, x, *, tile):
     x = _torch_unblock(t, x)
     n, c, h, w = x.shape
-    alpha = math.isqrt(bb.shape[0])
-    m = alpha - 2
+    m, alpha = tile, tile + 2
+    bb = t.as_tensor(input_coefficients(m), dtype=x.dtype)
     th, tw = tile_grid(h, w, m)
     padded = t.nn.functional.pad(x, (1, tw * m + 1 - w, 1, th * m + 1 - h))
     tiles = padded.unfold(2, alpha, m).unfold(3, alpha, m)  # (n, c, th, tw, a, a)
@@ -147,49 +183,59 @@ def _input_torch(t, x, bb):
 
 
 define("winograd_input", "reduce", _input_infer, _input_lower, _input_reference,
-       inputs=(2, 2), layout="barrier", torch=_input_torch, examples=[
-           Example(((1, 2, 9, 7, 4), (36, 36))),  # ragged tiles: 9x7 in 4x4 tiles
-           Example(((2, 3, 4, 5, 2), (16, 16)))])
+       attrs=dict(tile=REQUIRED), inputs=(1, 1), layout="barrier", torch=_input_torch,
+       examples=[Example(((1, 2, 9, 7, 4),), dict(tile=4)),  # ragged tiles: 9x7 in 4x4 tiles
+                 Example(((2, 3, 4, 5, 2),), dict(tile=2))])
 
 
 # ---- winograd_output ----
 
 def _output_infer(inputs, attrs, label):
-    mm, aa = inputs[0].shape, inputs[1].shape
+    mm = inputs[0].shape
     shape, block = attrs["shape"], attrs["block"]
     check(isinstance(shape, (tuple, list)) and len(shape) == 3
           and all(isinstance(d, int) and d >= 1 for d in shape),
           f"node {label} (winograd_output): shape must be the output's (N, H, W), got {shape!r}")
     n, h, w = shape
     check(len(mm) == 3, f"node {label} (winograd_output): products {mm} must be (a*a, P, K)")
-    alpha = _alpha(aa, label, "winograd_output")
-    m = alpha - 2
-    th, tw = tile_grid(h, w, m)
-    check(aa[0] == m * m and mm[0] == alpha * alpha and mm[1] == n * th * tw,
-          f"node {label} (winograd_output): products {mm} and coefficients {aa} do not make "
-          f"a {n}x{h}x{w} output of {m}x{m} tiles")
+    alpha = math.isqrt(mm[0])
+    check(alpha * alpha == mm[0] and alpha - 2 in TILES,
+          f"node {label} (winograd_output): products {mm} are not a Winograd transform's "
+          f"(a*a with a - 2 in {TILES})")
+    th, tw = tile_grid(h, w, alpha - 2)
+    check(mm[1] == n * th * tw, f"node {label} (winograd_output): products {mm} do not make "
+                                f"a {n}x{h}x{w} output of {alpha - 2}x{alpha - 2} tiles")
     check(isinstance(block, int) and block >= 1 and mm[2] % block == 0,
           f"node {label} (winograd_output): block {block!r} must divide the {mm[2]} channels")
-    if len(inputs) > 2:
-        check(inputs[2].shape == (mm[2],), f"node {label} (winograd_output): bias "
-                                           f"{inputs[2].shape} must be ({mm[2]},)")
+    if len(inputs) > 1:
+        check(inputs[1].shape == (mm[2],), f"node {label} (winograd_output): bias "
+                                           f"{inputs[1].shape} must be ({mm[2]},)")
     return (n, mm[2] // block, h, w, block)
 
 
 def _output_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
-    mm, aa, *bias = args
+    mm, *bias = args
     n, kb, h, w, ob = out.shape
-    alpha = math.isqrt(aa.shape[1])
+    alpha = math.isqrt(mm.shape[0])
     m = alpha - 2
+    at = winograd_matrices(m)[0]
     th, tw = tile_grid(h, w, m)
-    s = te.reduce_axis(alpha * alpha, name="s")
 
     def body(n_, k, y, x, ki):
         tile = n_ * (th * tw) + y // m * tw + x // m
-        return te.sum(aa[y % m * m + x % m, s] * mm[s, tile, k * ob + ki], axis=[s])
+        products: dict[tuple[int, int], te.Expr] = {}  # one load per product, shared
+
+        def v(i: int, j: int) -> te.Expr:
+            if (i, j) not in products:
+                products[i, j] = mm[i * alpha + j, tile, k * ob + ki]
+            return products[i, j]
+
+        # (A^T M A)[y % m, x % m] = sum_i A^T[y % m, i] sum_j A^T[x % m, j] M[i * alpha + j]
+        return linear_choice(y % m, at, lambda i: linear_choice(x % m, at, lambda j: v(i, j)))
 
     stage = f"{name}_tile" if bias else name
-    y = te.compute(out.shape, named(body, ("n", "k", "y", "x", "ki")), name=stage)
+    y = te.compute(out.shape, named(body, ("n", "k", "y", "x", "ki")), name=stage,
+                   attrs={CASES: ((), (), (m,), (m,), ())})
     return with_channel_bias(y, bias, name)
 
 
@@ -205,25 +251,29 @@ def _untile(y, shape: tuple[int, int, int], m: int):
 
 
 def _output_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
-    mm, aa = f64(args[0]), f64(args[1])
-    y = _untile(np.einsum("os,spk->pko", aa, mm), a["shape"], math.isqrt(aa.shape[0]))
-    if len(args) > 2:
-        y = y + f64(args[2])[None, :, None, None]
+    mm = f64(args[0])
+    m = math.isqrt(mm.shape[0]) - 2
+    y = _untile(np.einsum("os,spk->pko", output_coefficients(m), mm), a["shape"], m)
+    if len(args) > 1:
+        y = y + f64(args[1])[None, :, None, None]
     return block_array(y, a["block"])
 
 
-def _output_torch(t, mm, aa, bias=None, *, shape, block):
-    y = _untile(t.einsum("os,spk->pko", aa, mm), shape, math.isqrt(aa.shape[0]))
+def _output_torch(t, mm, bias=None, *, shape, block):
+    m = math.isqrt(mm.shape[0]) - 2
+    aa = t.as_tensor(output_coefficients(m), dtype=mm.dtype)
+    y = _untile(t.einsum("os,spk->pko", aa, mm), shape, m)
     if bias is not None:
         y = y + bias[None, :, None, None]
     return _torch_block(t, y, block)
 
 
 define("winograd_output", "anchor", _output_infer, _output_lower, _output_reference,
-       attrs=dict(shape=REQUIRED, block=REQUIRED), inputs=(2, 3), layout="barrier",
+       attrs=dict(shape=REQUIRED, block=REQUIRED), inputs=(1, 2), layout="barrier",
        torch=_output_torch, examples=[
-           Example(((36, 2 * 3 * 2, 8), (16, 36), (8,)), dict(shape=(2, 9, 7), block=4)),
-           Example(((16, 6, 6), (4, 16)), dict(shape=(1, 4, 5), block=2))])
+           Example(((36, 2 * 3 * 2, 8), (8,)), dict(shape=(2, 9, 7), block=4)),
+           Example(((36, 2 * 2 * 2, 8),), dict(shape=(2, 8, 8), block=8)),
+           Example(((16, 6, 6),), dict(shape=(1, 4, 5), block=2))])
 
 
 __all__ = ["winograd_matrices", "winograd_weight", "input_coefficients", "output_coefficients",

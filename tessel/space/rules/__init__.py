@@ -1,9 +1,10 @@
 """MetaSchedule-style schedule rules and the rule space (see base.py).
 
-    default_rules(target)   AutoInline, AddRFactor, MultiLevelTiling,
+    default_rules(target)   AutoInline, UnrollCases, AddRFactor, MultiLevelTiling,
                             ParallelizeVectorizeUnroll, RandomComputeLocation
 """
 from tessel.space.rules.base import RuleSpace, ScheduleRule, leaf_blocks
+from tessel.space.rules.cases import UnrollCases
 from tessel.space.rules.compute_location import RandomComputeLocation
 from tessel.space.rules.inline import AutoInline
 from tessel.space.rules.parallel import ParallelizeVectorizeUnroll
@@ -14,17 +15,18 @@ from tessel.target import Target
 RULES = {
     "auto_inline": AutoInline, "add_rfactor": AddRFactor, "multi_level_tiling": MultiLevelTiling,
     "parallelize_vectorize_unroll": ParallelizeVectorizeUnroll,
-    "random_compute_location": RandomComputeLocation,
+    "random_compute_location": RandomComputeLocation, "unroll_cases": UnrollCases,
 }
 
 
 def default_rules(target: Target) -> list[ScheduleRule]:
-    """The CPU rules of MetaSchedule, in its order."""
-    return [AutoInline(), AddRFactor(cores=target.cores),
+    """The CPU rules of MetaSchedule, in its order, with UnrollCases (blocks that ask for it:
+    Winograd's transforms) after inlining."""
+    return [AutoInline(), UnrollCases().for_target(target), AddRFactor(cores=target.cores),
             MultiLevelTiling().for_target(target),
             ParallelizeVectorizeUnroll(cores=target.cores), RandomComputeLocation()]
 
 
 __all__ = ["RuleSpace", "ScheduleRule", "RULES", "default_rules", "leaf_blocks", "AutoInline",
            "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
-           "RandomComputeLocation"]
+           "RandomComputeLocation", "UnrollCases"]

@@ -71,7 +71,7 @@ def _transformed(sch: Schedule) -> bool:
 def leaf_blocks(func: PrimFunc) -> list[Block]:
     """Blocks without blocks inside, in program order."""
     return [b for b in ir.blocks(func.body)
-            if b is not func.body.block and not ir.collect(b.body, BlockRealize)]
+            if b is not func.body.block and not ir.collect_stmts(b.body, BlockRealize)]
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,35 @@ def test_compiled_winograd_models_compute_the_same(target):
     assert any(k.func.name.startswith("fused_winograd_output") for k in default._kernels)
     feeds = [np.random.default_rng(4).standard_normal((1, 8, 15, 13)).astype("float32")]
     _close(default(*feeds), run_graph(_cnn(), feeds))
+
+
+@ISA_PRESETS
+def test_the_transforms_compile_to_straight_line_formulas(target):
+    """At 8x8 (whole 4x4 tiles) the space unrolls both transforms' positions in the tile
+    (UnrollCases): their C chooses no formula at run time (no ==: every choice folded), each
+    tile's 36 (input) or 16 (output) values are stored by straight-line code, and the model
+    still computes the plain graph's outputs."""
+    if not runs_here(target):
+        pytest.skip(f"{target} code does not run on this host")
+    from tessel.codegen import generate_c
+    from tessel.graph.fuse import fuse
+    from tessel.graph.tasks import extract_tasks, lower_groups
+    from tessel.space import default_postprocs, final_func, make_space
+
+    g = _cnn(h=8, w=8)
+    lanes = target.vector_lanes("float32")
+    graph = winograd_convs(block_layouts(g, lanes), min_tiles=4)
+    feeds = [np.random.default_rng(6).standard_normal((1, 8, 8, 8)).astype("float32")]
+    _close(tessel.compile_model(graph, target, layout="plain")(*feeds), run_graph(g, feeds))
+    space, posts = make_space("auto", target), default_postprocs(target)
+    seen = {}
+    for task in extract_tasks(lower_groups(graph, fuse(graph)), target):
+        kind = next((k for k in ("winograd_input", "winograd_output") if k in task.name), None)
+        if kind is None:
+            continue
+        source = generate_c(final_func(space.generate(task.workload)[0], posts), target)
+        body = source[source.index("static int32_t"):source.index("int32_t tessel_entry")]
+        assert " == " not in body, kind
+        stores = body.count("_store(&")
+        seen[kind] = max(seen.get(kind, 0), stores)
+    assert seen["winograd_input"] >= 36 and seen["winograd_output"] >= 16, seen

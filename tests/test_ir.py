@@ -26,6 +26,35 @@ def test_constants_fold_and_trivial_identities_vanish():
     assert ir.logical_and(True, i < 3).op == "<"
 
 
+def test_a_split_loop_with_a_constant_inner_part_folds_modulo_and_division():
+    """y = yo * 4 + 2 (a loop split by 4, its inner copy unrolled): y % 4 is 2 and y // 4 is
+    yo, with floor semantics for any sign of yo; nothing folds when 4 does not divide the
+    stride."""
+    yo = Var("yo")
+    y = yo * 4 + 2
+    assert ir.as_int(y % 4) == 2 and ir.expr_str(y // 4) == "yo"
+    assert ir.as_int((yo * 8) % 4) == 0 and ir.expr_str((yo * 8 + 5) // 4) == "yo * 2 + 1"
+    assert ir.as_int((4 * yo + 7) % 2) == 1
+    down = yo * 4 + (-1)  # yo * 4 - 1: floor division gives yo - 1, the remainder 3
+    assert ir.as_int(down % 4) == 3 and ir.expr_str(down // 4) == "yo + -1"
+    for v in (-3, 0, 5):  # the folded forms agree with Python's floor semantics
+        assert (v * 4 - 1) % 4 == 3 and (v * 4 - 1) // 4 == v - 1
+    assert ir.expr_str((yo * 3 + 2) % 4) == "(yo * 3 + 2) % 4"
+    assert ir.expr_str((yo * 4 + 2) % 3) == "(yo * 4 + 2) % 3"
+
+
+def test_transform_keeps_a_shared_subexpression_shared():
+    """A load that several terms share is rebuilt once: the result is still a DAG."""
+    i = Var("i")
+    A = Buffer("A", (64,))
+    load = A[i]
+    e = (load * 2.0 + load) * load
+    out = ir.substitute(e, {i: i + 1})
+    loads = ir.collect(out, ir.BufferLoad)
+    assert len(loads) == 3 and len({id(x) for x in loads}) == 1
+    assert ir.expr_str(loads[0]) == "A[i + 1]"
+
+
 def test_float_expressions_and_intrinsics():
     A = Buffer("A", (4,))
     x = A[Var("i")]

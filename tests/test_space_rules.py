@@ -111,6 +111,56 @@ def test_auto_inline_keeps_a_costly_producer_of_two_consumers_for_compute_locati
     assert max(max_errors(func, [fused])) < 1e-5
 
 
+def _cases_func(spec):
+    """out[t, p, c]: one of four formulas, chosen by t, over 5 x 32 (p, c)."""
+    from tessel import te
+    from tessel.space.rules.cases import CASES
+    x = te.placeholder((4, 5, 32), name="x")
+
+    def body(t, p, c):
+        return te.if_then_else(t == 0, x[0, p, c] * 2.0, te.if_then_else(
+            t == 1, x[1, p, c] - x[2, p, c], te.if_then_else(t == 2, x[3, p, c], x[0, p, c])))
+
+    out = te.compute((4, 5, 32), body, name="out", attrs={CASES: spec})
+    return te.create_func([x, out], name="cases")
+
+
+def test_unroll_cases_unrolls_the_chosen_axes_just_outside_the_vector_loop():
+    """t (4 = 2 x 2) unrolled whole, c split into 16-lane vectors innermost; in the C every
+    choice folded (no ==); the program matches numpy. An annotation whose factors do not
+    divide their axis, or a block already transformed, is left as it is."""
+    from tessel.schedule import Schedule
+    from tessel.space import UnrollCases
+    rule = UnrollCases(vector_lanes=16)
+    sch = Schedule(_cases_func(((2, 2), (), ())))
+    rule.apply(sch, sch.get_block("out"))
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("out"))]
+    assert [(lp.extent, lp.kind) for lp in loops] == [
+        (5, "serial"), (2, "serial"), (2, "unrolled"), (2, "unrolled"), (16, "serial")]
+    func = postprocess(sch, POSTPROCS).func
+    source = generate_c(func, TARGET)
+    kernel = source[source.index("static int32_t"):source.index("int32_t tessel_entry")]
+    assert " == " not in kernel and kernel.count("// block out") == 4, kernel
+    x = np.random.default_rng(0).standard_normal((4, 5, 32)).astype("float32")
+    out = np.empty_like(x)
+    tessel.build(func, TARGET)(x, out)
+    want = np.stack([x[0] * 2, x[1] - x[2], x[3], x[0]])
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    for spec in (((3,), (), ()), ((2, 2), ())):  # 3 does not divide 4; one axis missing
+        sch = Schedule(_cases_func(spec))
+        rule.apply(sch, sch.get_block("out"))
+        assert not _transforms(sch) and len(sch.get_loops(sch.get_block("out"))) == 3
+    sch = Schedule(_cases_func(((2, 2), (), ())))
+    sch.split(sch.get_loops(sch.get_block("out"))[1], [None, 5])
+    rule.apply(sch, sch.get_block("out"))
+    assert _transforms(sch) == ["split"]
+
+
+def _transforms(sch) -> list[str]:
+    from tessel.schedule.trace import is_pure
+    return [i.kind for i in sch.trace.instructions if not is_pure(i.kind)]
+
+
 def test_rules_that_match_no_block_raise():
     with pytest.raises(SpaceError, match="match no block of softmax"):
         make_space([MultiLevelTiling()]).designs(small("SFM"))

@@ -137,14 +137,18 @@ _FLOPS: dict[str, Callable[[ir.PrimFunc, dict], int]] = {
 
 
 def _expr_ops(e: ir.Expr) -> int:
-    """Arithmetic operations in a stored value: index math and select conditions excluded."""
+    """Arithmetic operations in a stored value: index math and select conditions excluded;
+    an if_then_else counts its costlier side (one side runs: Winograd's transforms choose one
+    formula of six per element)."""
     if isinstance(e, ir.BufferLoad):
         return 0
     if isinstance(e, ir.Select):
-        return _expr_ops(e.true_value) + _expr_ops(e.false_value)
+        return max(_expr_ops(e.true_value), _expr_ops(e.false_value))
     if isinstance(e, ir.BinOp):
         own = 1 if e.op in ("+", "-", "*", "/", "//", "%", "min", "max") else 0
         return own + _expr_ops(e.a) + _expr_ops(e.b)
+    if isinstance(e, ir.Call) and e.name == "if_then_else":
+        return max(_expr_ops(x) for x in e.args[1:])
     if isinstance(e, ir.Call):
         return 1 + sum(_expr_ops(x) for x in e.args)
     if isinstance(e, ir.Cast):

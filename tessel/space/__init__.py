@@ -26,7 +26,7 @@ from tessel.space.postproc import (Postproc, RewriteLayout, RewriteParallelVecto
                                    postprocs_for)
 from tessel.space.rules import (RULES, AddRFactor, AutoInline, MultiLevelTiling,
                                 ParallelizeVectorizeUnroll, RandomComputeLocation, RuleSpace,
-                                ScheduleRule, default_rules)
+                                ScheduleRule, UnrollCases, default_rules)
 from tessel.space.templates import TEMPLATES, TemplateContext, TemplateSpace
 from tessel.target import Target
 
@@ -84,7 +84,7 @@ __all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError"
            "UnionSpace", "RuleSpace", "TemplateSpace", "TemplateContext", "ConfigSpace",
            "Config", "Knob", "TEMPLATES", "RULES", "ScheduleRule", "default_rules",
            "AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
-           "RandomComputeLocation", "Postproc", "postprocess", "final_func",
+           "RandomComputeLocation", "UnrollCases", "Postproc", "postprocess", "final_func",
            "default_postprocs", "postprocs_for", "RewriteLayout", "RewriteReductionBlock",
            "RewriteParallelVectorizeUnroll",
            "VerifyLoops", "VerifyCodegen", "Mutator", "MUTATORS", "MutateTileSize",

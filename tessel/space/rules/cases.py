@@ -18,7 +18,8 @@ chosen on, (6, 6) for a 36-long axis unrolled whole as 6 x 6 (a tile's two coord
 (4,) for an axis whose position within a 4-wide tile is what is chosen on (the loop over
 tiles stays a loop). The rule splits those axes, splits the last axis into whole vectors
 when it divides into them, and orders the loops: the remaining ones in their order, the
-unrolled parts, the vector loop. ParallelizeVectorizeUnroll's postprocessor then
+unrolled parts, the last axis (or its vector part: 8 channels of an AVX-512 target stay one
+half-vector loop). ParallelizeVectorizeUnroll's postprocessor then
 parallelizes the outer loops and vectorizes the innermost. A block whose loops were already
 transformed, or whose annotation does not fit its axes, is left as it is.
 """
@@ -65,12 +66,14 @@ class UnrollCases:
         lanes = self.vector_lanes or Target("host").vector_lanes("float32")
         vector: list[LoopRV] = []
         last = infos[-1]
-        if kept and kept[-1] is last.loop and last.extent % lanes == 0:
-            if last.extent > lanes:
-                kept[-1], inner_loop = sch.split(last.loop, [None, lanes])
+        if not spec[-1]:  # the last axis, not chosen on, stays innermost: whole vectors of it
+            kept.pop()
+            if last.extent > lanes and last.extent % lanes == 0:
+                outer, inner_loop = sch.split(last.loop, [None, lanes])
+                kept.append(outer)
                 vector = [inner_loop]
             else:
-                vector = [kept.pop()]
+                vector = [last.loop]
         sch.reorder(*kept, *unrolled, *vector)
         for loop in unrolled:
             sch.unroll(loop)

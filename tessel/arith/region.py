@@ -198,6 +198,6 @@ def block_regions(body: Stmt, init: Stmt | None = None
     stmts = [body] + ([init] if init is not None else [])
     stores = [(s.buffer, s.indices) for x in stmts for s in collect(x, BufferStore)]
     written = {b for b, _ in stores}
-    loads = [(e.buffer, e.indices) for x in stmts for e in collect(x, BufferLoad)
-             if e.buffer not in written]
+    loads = [(e.buffer, e.indices) for x in stmts for e in collect(x, BufferLoad, distinct=True)
+             if e.buffer not in written]  # (a load shared by several terms counted once)
     return detect_regions(loads), detect_regions(stores)

@@ -113,10 +113,25 @@ def replace_buffers(node: Any, bmap: Mapping[Buffer, Buffer]) -> Any:
     return transform(node, lambda n: bmap.get(n) if isinstance(n, Buffer) else None)
 
 
-def collect(node: Any, kind: type | tuple[type, ...]) -> list[Any]:
-    """All nodes of the given type(s), in pre-order, with repeats."""
+def collect(node: Any, kind: type | tuple[type, ...], distinct: bool = False) -> list[Any]:
+    """All nodes of the given type(s), in pre-order, with repeats; with `distinct`, an
+    expression that occurs several times as the same object (a load shared by the terms of
+    a formula) is visited, and listed, once."""
     found: list[Any] = []
-    walk(node, lambda n: found.append(n) if isinstance(n, kind) else None)
+    if not distinct:
+        walk(node, lambda n: found.append(n) if isinstance(n, kind) else None)
+        return found
+    seen: set[int] = set()
+
+    def visit(n: Any) -> bool | None:
+        if isinstance(n, Expr):
+            if id(n) in seen:
+                return False
+            seen.add(id(n))
+        if isinstance(n, kind):
+            found.append(n)
+        return None
+    walk(node, visit)
     return found
 
 
@@ -148,7 +163,7 @@ def written_buffers(node: Any) -> set[Buffer]:
 
 
 def read_buffers(node: Any) -> set[Buffer]:
-    return {e.buffer for e in collect(node, BufferLoad)}
+    return {e.buffer for e in collect(node, BufferLoad, distinct=True)}
 
 
 def blocks(node: Any) -> list[Block]:

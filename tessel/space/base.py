@@ -65,6 +65,7 @@ class SearchSpace(ABC):
 
     def __init__(self) -> None:
         self._designs: dict[str, list[Trace]] = {}
+        self._last_key: tuple[PrimFunc, str] | None = None
         self._mutants: tuple[PrimFunc | None, tuple, dict[str, Neighbour | None]] = (None, (), {})
         self._replays: ReplayCache | None = None
 
@@ -73,8 +74,11 @@ class SearchSpace(ABC):
         """Run the space's program(s) once on `func`: one Schedule per design."""
 
     def designs(self, func: PrimFunc) -> list[Trace]:
-        """The design-space traces of `func` (computed once per workload, then cached)."""
-        key = structural_hash(func)
+        """The design-space traces of `func` (computed once per workload, then cached; the
+        last function's hash is kept too, since a search asks for the same one each time)."""
+        last = getattr(self, "_last_key", None)  # (a subclass may skip __init__)
+        key = last[1] if last is not None and last[0] is func else structural_hash(func)
+        self._last_key = (func, key)
         if key not in self._designs:
             self._designs[key] = [s.trace for s in self.generate(func)]
         return self._designs[key]

@@ -171,3 +171,16 @@ def test_the_transforms_compile_to_straight_line_formulas(target):
         stores = body.count("_store(&")
         seen[kind] = max(seen.get(kind, 0), stores)
     assert seen["winograd_input"] >= 36 and seen["winograd_output"] >= 16, seen
+
+
+def test_bad_transform_arguments_are_named():
+    g = Graph("bad")
+    x = g.add_input("x", (1, 2, 8, 8, 16))
+    with pytest.raises(GraphError, match="tile 3 is not one of"):
+        g.add_node("winograd_input", [x], tile=3)
+    m = g.add_input("m", (30, 4, 16))
+    with pytest.raises(GraphError, match="not a Winograd transform's"):
+        g.add_node("winograd_output", [m], shape=(1, 8, 8), block=16)
+    m = g.add_input("m2", (36, 5, 16))
+    with pytest.raises(GraphError, match="do not make a 1x8x8 output"):
+        g.add_node("winograd_output", [m], shape=(1, 8, 8), block=16)

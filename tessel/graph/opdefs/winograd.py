@@ -88,14 +88,6 @@ def tile_grid(h: int, w: int, m: int) -> tuple[int, int]:
     return math.ceil(h / m), math.ceil(w / m)
 
 
-def _alpha(coefficients: tuple[int, ...], label: str, op: str, rows: int | None = None) -> int:
-    a = math.isqrt(coefficients[-1])
-    check(len(coefficients) == 2 and a * a == coefficients[-1] and a - 2 in TILES
-          and (rows is None or coefficients[0] == rows),
-          f"node {label} ({op}): coefficients {coefficients} are not a Winograd transform's")
-    return a
-
-
 # ---- winograd_input ----
 
 def _input_infer(inputs, attrs, label):

@@ -130,7 +130,7 @@ class _Accesses:
 
     def expr(self, e: Expr, vmap: dict, loops: dict) -> None:
         if self.reads:
-            for load in collect(e, BufferLoad):
+            for load in collect(e, BufferLoad, distinct=True):  # a shared load once
                 if load.buffer is self.buffer:
                     self.record(load.indices, vmap, loops)
 

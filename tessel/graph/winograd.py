@@ -35,6 +35,7 @@ def winograd_convs(graph: Graph, tile: int = 4, min_tiles: int = MIN_TILES) -> G
     check(tile in TILES, f"winograd_convs: tile must be one of {TILES}, got {tile!r}")
     check(isinstance(min_tiles, int) and min_tiles >= 1,
           f"winograd_convs: min_tiles must be a positive int, got {min_tiles!r}")
+
     def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
         if not eligible(new, node, inputs, tile, min_tiles):
             return None

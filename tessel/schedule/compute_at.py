@@ -341,7 +341,8 @@ def _domains(site: Site, body: ir.Stmt, ana: arith.Analyzer, reverse: bool) -> l
     block = site.block
     stmts = [block.body] + ([block.init] if block.init is not None else [])
     if reverse:
-        accesses = [(e.buffer, e.indices) for s in stmts for e in ir.collect(s, BufferLoad)]
+        accesses = [(e.buffer, e.indices) for s in stmts
+                    for e in ir.collect(s, BufferLoad, distinct=True)]
     else:
         accesses = [(s.buffer, s.indices) for x in stmts for s in ir.collect(x, BufferStore)]
     regions = {buf: arith.touched_region(body, buf, reads=not reverse, writes=reverse,

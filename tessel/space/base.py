@@ -76,7 +76,7 @@ class SearchSpace(ABC):
     def designs(self, func: PrimFunc) -> list[Trace]:
         """The design-space traces of `func` (computed once per workload, then cached; the
         last function's hash is kept too, since a search asks for the same one each time)."""
-        last = getattr(self, "_last_key", None)  # (a subclass may skip __init__)
+        last = self._last_key
         key = last[1] if last is not None and last[0] is func else structural_hash(func)
         self._last_key = (func, key)
         if key not in self._designs:

@@ -107,16 +107,20 @@ CNNS = {"resnet18": dict(image=40), "mobilenet_v2": dict(image=36),
 @pytest.mark.parametrize("name", sorted(CNNS))
 def test_zoo_cnns_convert_only_at_their_boundaries(name):
     """Every convolution blocked; no conversion into blocks; out of them only before DQN's
-    flatten (its last conv's output is 5x5, not 1x1)."""
+    flatten (its last conv's output is 5x5, not 1x1) and after SqueezeNet's pool (its 1000
+    classes padded to 1008 channels: the pool's 1x1 output is cropped, not reshaped)."""
     pytest.importorskip("torch")
     from tessel.graph import models
     plain = load_model(models.torch_graph(name, **CNNS[name]))
     blocked = block_layouts(plain, 16)
     ops = blocked.op_counts()
     assert "conv" not in ops and ops["conv_blocked"] == plain.op_counts()["conv"]
-    assert "to_blocked" not in ops and ops.get("from_blocked", 0) == (name == "dqn")
+    assert "to_blocked" not in ops and ops.get("from_blocked", 0) == (name in ("dqn",
+                                                                              "squeezenet"))
     if name == "squeezenet":  # the fire modules join whole blocks
         assert ops["concat"] == 8 and ops["max_pool_blocked"] == 3
+        crop, = (n for n in blocked.nodes if n.op == "from_blocked")
+        assert crop.attrs["channels"] == 1000 and blocked.types[crop.inputs[0]].shape[1] == 63
 
 
 def test_a_graph_without_convolutions_is_unchanged():
@@ -156,4 +160,53 @@ def test_auto_layout_times_each_and_keeps_the_fastest():
     assert sorted(model.layout_times) == sorted(LAYOUTS)
     assert model.layout == min(model.layout_times, key=model.layout_times.get)
     assert f"{model.layout} layout (measured: blocked" in model.report()
+    _close(model(*feeds), run_graph(g, feeds))
+
+
+def _padded_cnn(c=24, h=9, w=7):
+    """24 channels (padded to 32 with 16 lanes) through a depthwise conv, a residual add, a
+    per-channel divisor, an exp (it may not see the padding), a join and the global pool."""
+    rng = np.random.default_rng(3)
+
+    def const(g, name, *shape):
+        return g.add_constant(name, rng.standard_normal(shape).astype("float32") * 0.3)
+
+    g = Graph("padded")
+    x = g.add_input("x", (1, 8, h, w))
+    a = g.add_node("conv", [x, const(g, "w0", c, 8, 1, 1), const(g, "b0", c)])
+    d = g.add_node("conv", [a, const(g, "w1", c, 1, 3, 3), const(g, "b1", c)],
+                   pads=(1, 1, 1, 1), groups=c)
+    s = g.add_node("add", [g.add_node("clip", [d], min=0.0, max=6.0), a])
+    s = g.add_node("div", [s, g.add_constant("scale", rng.uniform(1, 2, (1, c, 1, 1))
+                                             .astype("float32"))])
+    e = g.add_node("exp", [s])  # not finite-preserving: it reads the 24 channels only
+    j = g.add_node("concat", [s, a], axis=1)  # 24 + 24: not whole blocks of 16
+    q = g.add_node("conv", [j, const(g, "w2", 40, 2 * c, 1, 1), const(g, "b2", 40)])
+    g.set_outputs([e, g.add_node("global_avg_pool", [q]), s])
+    return g
+
+
+def test_channels_padded_to_whole_vectors_give_the_plain_outputs():
+    g = _padded_cnn()
+    blocked = block_layouts(g, 16)
+    convs = [n for n in blocked.nodes if n.op == "conv_blocked"]
+    # 24 -> 32 (two vectors), 40 -> 48: the weights and biases carry zero rows
+    assert [blocked.types[n.output].shape[1:] for n in convs] == [
+        (2, 9, 7, 16), (2, 9, 7, 16), (3, 9, 7, 16)]
+    assert convs[1].attrs["groups"] == 32 and blocked.constants[convs[0].inputs[2]].shape == (32,)
+    crops = [n for n in blocked.nodes if n.op == "from_blocked"]
+    assert all(n.attrs["channels"] in (24, 40) for n in crops)
+    assert "exp" in {n.op for n in blocked.nodes if n.inputs[0] in {c.output for c in crops}}
+    feeds = [np.random.default_rng(4).standard_normal((1, 8, 9, 7)).astype("float32")]
+    _close(run_graph(blocked, feeds), run_graph(g, feeds))
+    unpadded = block_layouts(g, 16, pad=False)  # blocks of 8 for 24 and 40 channels
+    assert {unpadded.types[n.output].shape[-1] for n in unpadded.nodes
+            if n.op == "conv_blocked"} == {8}
+    _close(run_graph(unpadded, feeds), run_graph(g, feeds))
+
+
+def test_a_padded_model_compiles_and_matches():
+    g = _padded_cnn(h=6, w=5)
+    feeds = [np.random.default_rng(5).standard_normal((1, 8, 6, 5)).astype("float32")]
+    model = tessel.compile_model(g, layout="blocked")
     _close(model(*feeds), run_graph(g, feeds))

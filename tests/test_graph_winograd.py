@@ -78,7 +78,8 @@ def test_the_epilogues_and_weights_of_a_rewritten_conv():
     assert len(outs[0].inputs) == 2  # the products and the bias
     assert after[outs[0].output] == ["relu"] and after[outs[1].output] == ["add"]
     transformed = [wino.constants[n.inputs[1]] for n in wino.nodes if n.op == "matmul"]
-    assert [u.shape for u in transformed] == [(36, 32, 40), (36, 40, 40)]
+    # (k = 40 channels padded to 48, three vectors of 16)
+    assert [u.shape for u in transformed] == [(36, 32, 48), (36, 48, 48)]
     stored = {c for c in wino.constants if c.startswith(("w1", "w2"))}
     assert all("winograd" in c for c in stored), stored
     blocked = block_layouts(_cnn(), 16)

@@ -8,7 +8,10 @@ and a stride-2 window steps over whole vectors, not over every other float. The 
 operators that do not care (elementwise math, residual adds, pooling), so a network converts
 at its boundaries, not between layers:
 
-- `to_blocked` / `from_blocked`: NC[D]HW <-> NC[D]HW[b]c (the channel count a multiple of b);
+- `to_blocked` / `from_blocked`: NC[D]HW <-> NC[D]HW[b]c; a channel count that is not a
+  multiple of b is padded with zero channels up to one (to_blocked), and from_blocked's
+  `channels` keeps only the first ones (the layout pass pads a conv's 24 channels to two
+  whole vectors of 16, as ONNX Runtime's NCHWc transformer does);
 - `conv_blocked`: a 2-d convolution, data (N, C/ib, H, W, ib), weight (O/ob, C/g/ib', KH, KW,
   ib', ob) (ib' = ib for groups=1; groups=C, depthwise, has ib' = 1, one input channel per
   output channel, and ib = ob), optional bias (O,); output (N, O/ob, H', W', ob). A plain
@@ -63,21 +66,36 @@ def _to_blocked_infer(inputs, attrs, label):
     x, b = inputs[0].shape, attrs["block"]
     check(isinstance(b, int) and b >= 1, f"node {label} (to_blocked): block must be a "
                                          f"positive int, got {b!r}")
-    check(len(x) >= 3 and x[1] % b == 0, f"node {label} (to_blocked): data {x} needs a channel "
-                                         f"axis (1) divisible by the block {b}")
-    return (x[0], x[1] // b, *x[2:], b)
+    check(len(x) >= 3, f"node {label} (to_blocked): data {x} needs a channel axis (1) and "
+                       f"spatial axes")
+    return (x[0], -(-x[1] // b), *x[2:], b)
 
 
 def _to_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     x, = args
-    b = a["block"]
-    return elementwise(out.shape, lambda i: x[(i[0], i[1] * b + i[-1], *i[2:-1])], name)
+    b, channels = a["block"], x.shape[1]
+
+    def value(i):
+        c = i[1] * b + i[-1]
+        if channels % b == 0:
+            return x[(i[0], c, *i[2:-1])]
+        return te.if_then_else(c < channels, x[(i[0], c, *i[2:-1])],
+                               te.const(0, x.dtype))
+    return elementwise(out.shape, value, name)
+
+
+def _to_blocked_reference(args, a, out):
+    return block_array(pad_channels(args[0], out.shape[1] * out.shape[-1]), a["block"])
 
 
 def _from_blocked_infer(inputs, attrs, label):
-    x = inputs[0].shape
+    x, channels = inputs[0].shape, attrs["channels"]
     check(len(x) >= 4, f"node {label} (from_blocked): data {x} must be (N, C/b, *spatial, b)")
-    return (x[0], x[1] * x[-1], *x[2:-1])
+    full = x[1] * x[-1]
+    check(channels is None or (isinstance(channels, int) and 1 <= channels <= full),
+          f"node {label} (from_blocked): channels must be None or an int in [1, {full}] (the "
+          f"data's {full} channels), got {channels!r}")
+    return (x[0], full if channels is None else channels, *x[2:-1])
 
 
 def _from_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
@@ -86,24 +104,39 @@ def _from_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
     return elementwise(out.shape, lambda i: x[(i[0], i[1] // b, *i[2:], i[1] % b)], name)
 
 
+def pad_channels(x: np.ndarray, channels: int, fill: float = 0.0) -> np.ndarray:
+    """x (N, C, ...) with channels C..`channels` filled with `fill` (x itself when C fits)."""
+    if x.shape[1] == channels:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[1] = (0, channels - x.shape[1])
+    return np.pad(x, widths, constant_values=fill)
+
+
 def _torch_block(t, x, block):
     n, c, *sp = x.shape
-    return x.reshape(n, c // block, block, *sp).movedim(2, -1)
+    full = -(-c // block) * block
+    if full != c:
+        x = t.cat([x, x.new_zeros((n, full - c, *sp))], dim=1)
+    return x.reshape(n, full // block, block, *sp).movedim(2, -1)
 
 
-def _torch_unblock(t, x):
+def _torch_unblock(t, x, channels=None):
     n, cb, *sp, b = x.shape
-    return x.movedim(-1, 2).reshape(n, cb * b, *sp)
+    y = x.movedim(-1, 2).reshape(n, cb * b, *sp)
+    return y if channels is None else y[:, :channels]
 
 
-define("to_blocked", "injective", _to_blocked_infer, _to_blocked_lower,
-       lambda args, a, out: block_array(args[0], a["block"]), attrs=dict(block=REQUIRED),
-       layout="barrier", keeps_dtype=True, torch=_torch_block,
+define("to_blocked", "injective", _to_blocked_infer, _to_blocked_lower, _to_blocked_reference,
+       attrs=dict(block=REQUIRED), layout="barrier", keeps_dtype=True, torch=_torch_block,
        examples=[Example(((2, 12, 5, 3),), dict(block=4)),
-                 Example(((1, 16, 3),), dict(block=16))])
+                 Example(((1, 16, 3),), dict(block=16)),
+                 Example(((1, 6, 3, 2),), dict(block=4))])  # padded to 8
 define("from_blocked", "injective", _from_blocked_infer, _from_blocked_lower,
-       lambda args, a, out: unblock_array(args[0]), layout="barrier", keeps_dtype=True,
-       torch=_torch_unblock, examples=[Example(((2, 3, 5, 3, 4),)), Example(((1, 1, 3, 8),))])
+       lambda args, a, out: unblock_array(args[0])[:, :out.shape[1]], attrs=dict(channels=None),
+       layout="barrier", keeps_dtype=True, torch=_torch_unblock,
+       examples=[Example(((2, 3, 5, 3, 4),)), Example(((1, 1, 3, 8),)),
+                 Example(((1, 2, 3, 2, 4),), dict(channels=6))])
 
 
 # ---- conv_blocked ----
@@ -144,7 +177,7 @@ def _conv_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
     stride, dil, pads = a["strides"], a["dilations"], a["pads"]
     depthwise = a["groups"] != 1
     _, cob, _, _, ib = x.shape
-    kh, kw, ob = w.shape[2], w.shape[3], w.shape[5]
+    kh, kw = w.shape[2], w.shape[3]
     padded = pad_tensor(x, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0), 0,
                         ("n", "c", "h", "w", "b"), name=f"{name}_pad")
     ry, rx = te.reduce_axis(kh, name="ry"), te.reduce_axis(kw, name="rx")

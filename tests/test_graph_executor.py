@@ -329,10 +329,14 @@ def test_the_tuner_measures_a_model_kernel_with_its_weight_packed_once():
         (result,) = runner.run([candidate], [build])
     assert result.ok, result.error_msg
     source = build.artifact.source
-    timing = source[source.index("int32_t tessel_time("):]
-    loop = timing[timing.index("for (int32_t r = 0"):]
-    assert timing.count("tessel_prepack(") == 1 and "tessel_prepack(" not in loop
-    assert "tessel_main(" in loop
+    warm = source[source.index("int32_t tessel_time("):source.index("int32_t tessel_time_cold(")]
+    cold = source[source.index("int32_t tessel_time_cold("):]
+    for timing in (warm, cold):
+        loop = timing[timing.index("for (int32_t r = 0"):]
+        assert timing.count("tessel_prepack(") == 1 and "tessel_prepack(" not in loop
+        assert "tessel_main(" in loop
+    # cold: each call first evicts the arguments and the packed weight
+    assert "tessel_evict(packed[0]" in cold and "tessel_evict(args[0]" in cold
     entry = source[source.index("int32_t tessel_entry("):source.index("int32_t tessel_time(")]
     assert re.search(r"tessel_prepack\(.*\n(.*\n)*.*tessel_main\(", entry)
     plain = MeasureCandidate(tessel.ir.PrimFunc(workload.name, workload.params, workload.body),
@@ -342,14 +346,22 @@ def test_the_tuner_measures_a_model_kernel_with_its_weight_packed_once():
     assert "tessel_prepack" not in build.artifact.source  # no constants: packed every call
 
 
-def test_records_measured_before_kernels_named_their_weights_are_still_used(tmp_path):
-    """A database tuned when the dense's workload had no constant parameters (its key without
-    them) still gives the executor its tuned kernel."""
-    from tessel.graph.executor import _without_constants
+@pytest.mark.parametrize("older", [1, 2])
+def test_records_measured_by_older_protocols_are_still_used(tmp_path, older):
+    """A database tuned when the dense's workload was measured warm (its key without MEASURE)
+    or, before that, without constant parameters as well still gives the executor its tuned
+    kernel."""
+    from tessel.graph.executor import _protocols
+    from tessel.ir import CONSTANT_PARAMS, MEASURE
     g = _two_denses()
     workload = model_tasks(g, tessel.Target("host"))[0][0].func
+    protocols = list(_protocols(workload))
+    assert [sorted(set(w.attrs) & {MEASURE, CONSTANT_PARAMS}) for w in protocols] == [
+        [CONSTANT_PARAMS, MEASURE], [CONSTANT_PARAMS], []]
+    assert workload.measure == "cold" and protocols[1].measure == "warm"
+    assert len({tessel.ir.structural_hash(w) for w in protocols}) == 3
     db = tessel.Database(tmp_path / "old.db")
-    tessel.tune(_without_constants(workload), trials=4, database=db, strategy="random",
+    tessel.tune(protocols[older], trials=4, database=db, strategy="random",
                 cost_model="random", progress=False)
     model = compile_model(g, database=db)
     assert model.statuses[0].tuned

@@ -181,6 +181,45 @@ def test_cache_flush_and_calibration_time_real_work(target, tmp_path):
     assert result.run_secs > 2 * 2e-3  # each repeat lasted at least min_repeat_ms
 
 
+def _cold(func):
+    from tessel.ir import MEASURE, PrimFunc
+    return PrimFunc(func.name, func.params, func.body, {**func.attrs, MEASURE: "cold"})
+
+
+def test_a_cold_workload_is_timed_call_by_call_from_evicted_buffers(target, tmp_path):
+    """A workload marked MEASURE="cold" (a model's kernel) is its own key, its job is cold,
+    and each timed call of tessel_time_cold first evicts every argument (its whole bytes)."""
+    from tessel.ir import structural_hash
+    from tessel.measure.runner import References, plan_job
+    func = ops.matmul(32, 24, 16)
+    cold = _cold(func)
+    assert cold.measure == "cold" and func.measure == "warm"
+    assert structural_hash(cold) != structural_hash(func)
+    build = build_artifact(cold, target, cache_dir=tmp_path)
+    source = build.artifact.source
+    timer = source[source.index("int32_t tessel_time_cold("):]
+    loop = timer[timer.index("for (int32_t n = 0"):]
+    evicts = [line.strip() for line in loop.splitlines() if "tessel_evict(" in line]
+    assert evicts == ["tessel_evict(args[0], 2048);", "tessel_evict(args[1], 1536);",
+                      "tessel_evict(args[2], 3072);"]  # A 32x16, B 16x24, C 32x24 floats
+    assert loop.index("tessel_evict(") < loop.index("clock_gettime") < loop.index(
+        "tessel_entry(args)")
+    config = RunConfig(repeat=2, min_repeat_ms=1.0)
+    for workload, want in ((cold, True), (func, False)):
+        job = plan_job(MeasureCandidate(workload, workload), build.artifact, config, target,
+                       References(target, tmp_path))
+        assert job.cold is want
+    with LocalRunner(target, config=config) as r:
+        (result,) = r.run([MeasureCandidate(cold, cold)], [build])
+    assert result.ok and len(result.costs) == 2 and all(c > 0 for c in result.costs)
+
+
+def test_a_cold_workload_needs_a_library_that_can_time_it_cold(runner, target, tmp_path):
+    cand, build = candidate_and_build("right", target, tmp_path)  # hand-written C
+    (result,) = runner.run([MeasureCandidate(_cold(cand.workload), cand.func)], [build])
+    assert result.error_kind == "runtime_error" and "tessel_time_cold" in result.error_msg
+
+
 def test_candidate_with_other_parameters_is_invalid(runner, target, tmp_path):
     func, other = ops.matmul(8, 8, 8), ops.matmul(8, 8, 9)
     build = build_artifact(other, target, cache_dir=tmp_path)

@@ -242,6 +242,10 @@ class KernelPrinter:
                 self.emit(f"free({self.names(frame)});")
 
 
+def _nbytes(buf: Buffer) -> int:
+    return int(np.prod(buf.shape)) * _itemsize(buf)
+
+
 def _itemsize(buf: Buffer) -> int:
     return np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
 
@@ -257,29 +261,66 @@ _PREAMBLE = """\
 
 #define TESSEL_ALLOC_FAILED 1"""
 
-def _time_source(call: str, setup: tuple[str, ...] = (), teardown: tuple[str, ...] = ()) -> str:
+def _time_source(call: str, buffers: Sequence[tuple[str, int]], setup: tuple[str, ...] = (),
+                 teardown: tuple[str, ...] = ()) -> str:
     """tessel_time: one warm-up `call`, then `repeat` timed batches of `number` calls, each
     batch's mean seconds per call in out_secs; `setup` runs before (it sets `status`) and
-    `teardown` after, both untimed."""
+    `teardown` after, both untimed. tessel_time_cold: the same, but every call starts with
+    `buffers` ((C pointer, bytes): all the kernel reads and writes) evicted from every cache
+    level and is timed alone, as a kernel of a model runs after the others have filled the
+    caches with their own data (tessel.ir.MEASURE)."""
     first = [*setup, "    if (status == 0) {", f"        status = {call};  // warm-up", "    }"] \
         if setup else [f"    int32_t status = {call};  // warm-up"]
-    return "\n".join([
-        "int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs) {",
-        *first,
-        "    for (int32_t r = 0; status == 0 && r < repeat; ++r) {",
-        "        struct timespec start, stop;",
+    evict = [f"            tessel_evict({ptr}, {nbytes});" for ptr, nbytes in buffers]
+
+    def timer(name: str, timed: list[str]) -> str:
+        return "\n".join([
+            f"int32_t {name}(void** args, int32_t number, int32_t repeat, double* out_secs) {{",
+            *first,
+            "    for (int32_t r = 0; status == 0 && r < repeat; ++r) {",
+            "        struct timespec start, stop;",
+            "        double secs = 0.0;",
+            *timed,
+            "        out_secs[r] = secs / number;",
+            "    }",
+            *teardown,
+            "    return status;",
+            "}"])
+    elapsed = ["secs += (double)(stop.tv_sec - start.tv_sec)",
+               "        + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);"]
+    warm = timer("tessel_time", [
         "        clock_gettime(CLOCK_MONOTONIC, &start);",
         "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
         f"            status = {call};",
         "        }",
         "        clock_gettime(CLOCK_MONOTONIC, &stop);",
-        "        const double secs = (double)(stop.tv_sec - start.tv_sec)",
-        "                            + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);",
-        "        out_secs[r] = secs / number;",
-        "    }",
-        *teardown,
-        "    return status;",
-        "}"])
+        *(f"        {line}" for line in elapsed)])
+    cold = timer("tessel_time_cold", [
+        "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
+        *evict,
+        "            clock_gettime(CLOCK_MONOTONIC, &start);",
+        f"            status = {call};",
+        "            clock_gettime(CLOCK_MONOTONIC, &stop);",
+        *(f"            {line}" for line in elapsed),
+        "        }"])
+    return f"{_EVICT}\n\n{warm}\n\n{cold}"
+
+
+_EVICT = """\
+/* write back and drop the cache lines of [p, p + n) from every level of this core's caches
+   (and the other cores'): the next read comes from memory */
+static void tessel_evict(const void* p, int64_t n) {
+    const char* c = (const char*)p;
+#if defined(__x86_64__) || defined(__i386__)
+    for (int64_t i = 0; i < n; i += 64) __builtin_ia32_clflush(c + i);
+    __builtin_ia32_mfence();
+#elif defined(__aarch64__)
+    for (int64_t i = 0; i < n; i += 64) __asm__ volatile("dc civac, %0" : : "r"(c + i) : "memory");
+    __asm__ volatile("dsb ish" : : : "memory");
+#else
+    (void)c; (void)n;  /* no portable eviction: tessel_time_cold times warm calls here */
+#endif
+}"""
 
 
 def wrap_call(head: str, args: list[str], tail: str, indent: str = "", width: int = 100) -> str:
@@ -381,25 +422,25 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
              *([vector_source(vtypes)] if vtypes else []),
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]
+    buffers = [(f"args[{k}]", _nbytes(p)) for k, p in enumerate(own)]
     if not packs:
         parts += ["\n".join(["int32_t tessel_entry(void** args) {",
                              wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),
-                  _time_source("tessel_entry(args)")]
+                  _time_source("tessel_entry(args)", buffers)]
     else:
-        parts += _prepacked_entries(kernel, casts, types[n_own:], packs)
+        parts += _prepacked_entries(kernel, casts, types[n_own:], packs, buffers)
     return "\n\n".join(parts) + "\n"
 
 
 def _prepacked_entries(kernel: str, casts: list[str], packed_types: list[str],
-                       packs: list) -> list[str]:
+                       packs: list, buffers: list[tuple[str, int]]) -> list[str]:
     """tessel_entry / tessel_time of a kernel whose constant operands are packed by the
     stages `packs` into heap buffers (freed at the end of each entry point)."""
     n = len(packs)
     prepack = ["static int32_t tessel_prepack(void** args, void** packed) {"]
     for i, ((name, _, _), f, source) in enumerate(packs):
         packed = f.params[1]
-        nbytes = int(np.prod(packed.shape)) * _itemsize(packed)
-        nbytes = (nbytes + 63) // 64 * 64
+        nbytes = (_nbytes(packed) + 63) // 64 * 64
         t_src, t_dst = _param_types(f)
         prepack += [f"    packed[{i}] = aligned_alloc(64, {nbytes});",
                     f"    if (packed[{i}] == NULL) {{",
@@ -430,6 +471,7 @@ int32_t tessel_entry(void** args) {{
 }}"""
     time_fn = _time_source(
         "tessel_main(args, packed)",
+        [*buffers, *((f"packed[{i}]", _nbytes(f.params[1])) for i, (_, f, _) in enumerate(packs))],
         setup=("    // the constant operands are packed once, outside the timed calls, as a",
                "    // compiled model packs its weights once",
                f"    void* packed[{n}] = {{0}};",

@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
-from tessel.ir import CONSTANT_PARAMS, REDUCE, PrimFunc
+from tessel.ir import CONSTANT_PARAMS, MEASURE, REDUCE, PrimFunc
 from tessel.ir.visitor import blocks
 from tessel.schedule import Schedule, ScheduleError
 from tessel.space import (Postproc, SpaceError, default_postprocs, final_func, make_space,
@@ -183,16 +183,13 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         # runs once, here, as the tuner measured it (pack stages at the root: postprocs_for)
         constant = set(task.workload.constant_params) if prepack else set()
         posts = default_postprocs(target, pack_panels=not constant)
-        record = None
+        record, func = None, None
         if db is not None and rank is not None:
             found = ranked_record(task.workload, target, db, posts, rank)
             record, func = found if found is not None else (None, None)
-        else:
-            func = best_func(task.workload, target, db, posts) if db is not None else None
-        if func is None and db is not None and task.workload.constant_params:
-            # records of the same kernel measured before kernels named their weights (their
-            # packing inside the timed call): still better than a prior
-            func = best_func(_without_constants(task.workload), target, db, posts)
+        elif db is not None:
+            func = next((f for f in (best_func(w, target, db, posts)
+                                     for w in _protocols(task.workload)) if f is not None), None)
         how = "tuned"
         if func is None:
             func, how = _fallback(task.workload, space, posts)
@@ -257,9 +254,15 @@ def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFu
     return func, "unscheduled"
 
 
-def _without_constants(func: PrimFunc) -> PrimFunc:
-    attrs = {k: v for k, v in func.attrs.items() if k != CONSTANT_PARAMS}
-    return PrimFunc(func.name, func.params, func.body, attrs)
+def _protocols(func: PrimFunc) -> Iterator[PrimFunc]:
+    """`func`, then the same kernel as older tessels measured it, whose records still beat a
+    prior: from warm caches (before MEASURE), then with its weights' packing inside the timed
+    call as well (before CONSTANT_PARAMS)."""
+    yield func
+    for dropped in ((MEASURE,), (MEASURE, CONSTANT_PARAMS)):
+        if dropped[-1] in func.attrs:
+            yield PrimFunc(func.name, func.params, func.body,
+                           {k: v for k, v in func.attrs.items() if k not in dropped})
 
 
 def _open(database: str | Path | Database | None) -> Database | None:

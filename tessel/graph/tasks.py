@@ -19,7 +19,7 @@ from tessel import te
 from tessel.graph.fuse import FusedGroup
 from tessel.graph.ir import Graph, Node
 from tessel.graph.ops import OPS, broadcast_shape
-from tessel.ir import CONSTANT_PARAMS, PrimFunc, structural_hash
+from tessel.ir import CONSTANT_PARAMS, MEASURE, PrimFunc, structural_hash
 from tessel.target import Target
 from tessel.tuning.task import Task
 
@@ -57,10 +57,13 @@ def lower_group(graph: Graph, group: FusedGroup) -> GroupKernel:
                 args.append(env[v])
         env[node.output] = lower(node, args, name=node.op)
     func = te.create_func([*placeholders, env[group.output]], name=group.name)
+    # measured as the executor runs it: its weights packed once (prepacked), and each call
+    # from cold caches, as it runs after the model's other kernels (MEASURE)
+    attrs = {**func.attrs, MEASURE: "cold"}
     constant = tuple(k for k, v in enumerate(params) if v in graph.constants)
-    if constant:  # the model's weights: measured as the executor runs them (prepacked)
-        func = PrimFunc(func.name, func.params, func.body, {**func.attrs,
-                                                             CONSTANT_PARAMS: constant})
+    if constant:
+        attrs[CONSTANT_PARAMS] = constant
+    func = PrimFunc(func.name, func.params, func.body, attrs)
     return GroupKernel(group, func, (*params, group.output))
 
 

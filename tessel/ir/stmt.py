@@ -141,6 +141,7 @@ def realize(block: Block, iter_values=(), predicate: Expr | bool = True) -> Bloc
 
 
 CONSTANT_PARAMS = "constant_params"
+MEASURE = "measure"  # "cold": each timed call starts with its buffers out of every cache
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,6 +154,9 @@ class PrimFunc:
     parameters the caller holds constant (a model's weights). A program of such a workload is
     measured with its packing of those parameters done once, outside the timed calls, as a
     compiled model runs it; its records' times depend on that, so it is part of the identity.
+    So is MEASURE = "cold" (a model's kernels, tessel.graph.tasks): each timed call starts with
+    everything it reads and writes evicted from the caches, as a kernel of a model runs after
+    the others have filled them with their own data, instead of repeating from warm caches.
     """
 
     name: str
@@ -179,6 +183,11 @@ class PrimFunc:
     def constant_params(self) -> tuple[int, ...]:
         """Positions of the parameters the caller holds constant (attrs[CONSTANT_PARAMS])."""
         return tuple(self.attrs.get(CONSTANT_PARAMS, ()))
+
+    @property
+    def measure(self) -> str:
+        """How a program of this workload is timed: "warm" (repeated calls) or "cold"."""
+        return self.attrs.get(MEASURE, "warm")
 
     @property
     def outputs(self) -> tuple[Buffer, ...]:

@@ -53,8 +53,10 @@ class _Encoder:
 
     def func(self, f: PrimFunc) -> tuple:
         key = ("PrimFunc", tuple(self.buffer(p) for p in f.params), self.node(f.body))
-        # the one attribute that is part of the identity (PrimFunc): absent, keys are unchanged
-        return key + (("constant_params", f.constant_params),) if f.constant_params else key
+        # the attributes that are part of the identity (PrimFunc): absent, keys are unchanged
+        if f.constant_params:
+            key += (("constant_params", f.constant_params),)
+        return key + (("measure", f.measure),) if f.measure != "warm" else key
 
 
 def structural_key(node: Any) -> tuple:

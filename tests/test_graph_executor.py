@@ -329,14 +329,14 @@ def test_the_tuner_measures_a_model_kernel_with_its_weight_packed_once():
         (result,) = runner.run([candidate], [build])
     assert result.ok, result.error_msg
     source = build.artifact.source
-    warm = source[source.index("int32_t tessel_time("):source.index("int32_t tessel_time_cold(")]
-    cold = source[source.index("int32_t tessel_time_cold("):]
-    for timing in (warm, cold):
+    warm = source[source.index("int32_t tessel_time("):source.index("int32_t tessel_time_in_")]
+    in_model = source[source.index("int32_t tessel_time_in_model("):]
+    for timing in (warm, in_model):
         loop = timing[timing.index("for (int32_t r = 0"):]
         assert timing.count("tessel_prepack(") == 1 and "tessel_prepack(" not in loop
         assert "tessel_main(" in loop
-    # cold: each call first evicts the arguments and the packed weight
-    assert "tessel_evict(packed[0]" in cold and "tessel_evict(args[0]" in cold
+    # in the model's cache state: the packed weight out of the caches, the activation in
+    assert "tessel_evict(packed[0]" in in_model and "tessel_produce(args[0]" in in_model
     entry = source[source.index("int32_t tessel_entry("):source.index("int32_t tessel_time(")]
     assert re.search(r"tessel_prepack\(.*\n(.*\n)*.*tessel_main\(", entry)
     plain = MeasureCandidate(tessel.ir.PrimFunc(workload.name, workload.params, workload.body),
@@ -358,7 +358,7 @@ def test_records_measured_by_older_protocols_are_still_used(tmp_path, older):
     protocols = list(_protocols(workload))
     assert [sorted(set(w.attrs) & {MEASURE, CONSTANT_PARAMS}) for w in protocols] == [
         [CONSTANT_PARAMS, MEASURE], [CONSTANT_PARAMS], []]
-    assert workload.measure == "cold" and protocols[1].measure == "warm"
+    assert workload.measure == "in_model" and protocols[1].measure == "warm"
     assert len({tessel.ir.structural_hash(w) for w in protocols}) == 3
     db = tessel.Database(tmp_path / "old.db")
     tessel.tune(protocols[older], trials=4, database=db, strategy="random",

@@ -181,43 +181,45 @@ def test_cache_flush_and_calibration_time_real_work(target, tmp_path):
     assert result.run_secs > 2 * 2e-3  # each repeat lasted at least min_repeat_ms
 
 
-def _cold(func):
+def _in_model(func):
     from tessel.ir import MEASURE, PrimFunc
-    return PrimFunc(func.name, func.params, func.body, {**func.attrs, MEASURE: "cold"})
+    return PrimFunc(func.name, func.params, func.body, {**func.attrs, MEASURE: "in_model"})
 
 
-def test_a_cold_workload_is_timed_call_by_call_from_evicted_buffers(target, tmp_path):
-    """A workload marked MEASURE="cold" (a model's kernel) is its own key, its job is cold,
-    and each timed call of tessel_time_cold first evicts every argument (its whole bytes)."""
-    from tessel.ir import structural_hash
+def test_a_model_workload_is_timed_call_by_call_in_the_caches_a_model_leaves(target, tmp_path):
+    """A workload marked MEASURE="in_model" (a model's kernel) is its own key, its job sweeps
+    the last-level cache, and before each timed call tessel_time_in_model sweeps, flushes the
+    weight and the output and writes the activation input again (their whole bytes)."""
+    from tessel.ir import CONSTANT_PARAMS, PrimFunc, structural_hash
     from tessel.measure.runner import References, plan_job
     func = ops.matmul(32, 24, 16)
-    cold = _cold(func)
-    assert cold.measure == "cold" and func.measure == "warm"
-    assert structural_hash(cold) != structural_hash(func)
-    build = build_artifact(cold, target, cache_dir=tmp_path)
+    model = _in_model(PrimFunc(func.name, func.params, func.body, {CONSTANT_PARAMS: (1,)}))
+    assert model.measure == "in_model" and func.measure == "warm"
+    assert structural_hash(model) != structural_hash(_in_model(func)) != structural_hash(func)
+    build = build_artifact(model, target, cache_dir=tmp_path)
     source = build.artifact.source
-    timer = source[source.index("int32_t tessel_time_cold("):]
+    timer = source[source.index("int32_t tessel_time_in_model("):]
     loop = timer[timer.index("for (int32_t n = 0"):]
-    evicts = [line.strip() for line in loop.splitlines() if "tessel_evict(" in line]
-    assert evicts == ["tessel_evict(args[0], 2048);", "tessel_evict(args[1], 1536);",
-                      "tessel_evict(args[2], 3072);"]  # A 32x16, B 16x24, C 32x24 floats
-    assert loop.index("tessel_evict(") < loop.index("clock_gettime") < loop.index(
+    steps = [line.strip() for line in loop.splitlines() if "tessel_" in line][:4]
+    # A 32x16 (an activation), B 16x24 (a weight), C 32x24 floats (the output)
+    assert steps == ["tessel_sweep(sweep, sweep_bytes);", "tessel_produce(args[0], 2048);",
+                     "tessel_evict(args[1], 1536);", "tessel_evict(args[2], 3072);"]
+    assert loop.index("tessel_produce(") < loop.index("clock_gettime") < loop.index(
         "tessel_entry(args)")
     config = RunConfig(repeat=2, min_repeat_ms=1.0)
-    for workload, want in ((cold, True), (func, False)):
+    for workload, want in ((model, target.l3_bytes), (func, 0)):
         job = plan_job(MeasureCandidate(workload, workload), build.artifact, config, target,
                        References(target, tmp_path))
-        assert job.cold is want
+        assert job.in_model_sweep == want
     with LocalRunner(target, config=config) as r:
-        (result,) = r.run([MeasureCandidate(cold, cold)], [build])
+        (result,) = r.run([MeasureCandidate(model, model)], [build])
     assert result.ok and len(result.costs) == 2 and all(c > 0 for c in result.costs)
 
 
-def test_a_cold_workload_needs_a_library_that_can_time_it_cold(runner, target, tmp_path):
+def test_a_model_workload_needs_a_library_that_can_time_it_so(runner, target, tmp_path):
     cand, build = candidate_and_build("right", target, tmp_path)  # hand-written C
-    (result,) = runner.run([MeasureCandidate(_cold(cand.workload), cand.func)], [build])
-    assert result.error_kind == "runtime_error" and "tessel_time_cold" in result.error_msg
+    (result,) = runner.run([MeasureCandidate(_in_model(cand.workload), cand.func)], [build])
+    assert result.error_kind == "runtime_error" and "tessel_time_in_model" in result.error_msg
 
 
 def test_candidate_with_other_parameters_is_invalid(runner, target, tmp_path):

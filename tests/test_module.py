@@ -114,9 +114,13 @@ def test_min_repeat_ms_grows_the_batch(add_module, monkeypatch):
     a, b, c = arrays()
     secs = add_module.time(a, b, c, number=1, repeat=2, min_repeat_ms=1)
     assert math.isfinite(secs) and secs > 0
+    # timed alone, in the caches a model leaves (a sweep, the output flushed, inputs written)
+    in_model = add_module.time_all(a, b, c, number=3, repeat=2, min_repeat_ms=0, in_model=True)
+    assert len(in_model) == 2 and all(math.isfinite(t) and t > 0 for t in in_model)
     calls = []
 
-    def fake_run_timed(self, args, number, repeat):  # every call takes 1 us
+    def fake_run_timed(self, args, number, repeat, in_model=False):  # every call takes 1 us
+        assert not in_model
         calls.append((number, repeat))
         return [1e-6] * repeat
 

@@ -261,55 +261,81 @@ _PREAMBLE = """\
 
 #define TESSEL_ALLOC_FAILED 1"""
 
-def _time_source(call: str, buffers: Sequence[tuple[str, int]], setup: tuple[str, ...] = (),
-                 teardown: tuple[str, ...] = ()) -> str:
+def _time_source(call: str, buffers: Sequence[tuple[str, int, bool]], threads: int,
+                 setup: tuple[str, ...] = (), teardown: tuple[str, ...] = ()) -> str:
     """tessel_time: one warm-up `call`, then `repeat` timed batches of `number` calls, each
     batch's mean seconds per call in out_secs; `setup` runs before (it sets `status`) and
-    `teardown` after, both untimed. tessel_time_cold: the same, but every call starts with
-    `buffers` ((C pointer, bytes): all the kernel reads and writes) evicted from every cache
-    level and is timed alone, as a kernel of a model runs after the others have filled the
-    caches with their own data (tessel.ir.MEASURE)."""
+    `teardown` after, both untimed.
+
+    tessel_time_in_model (its extra argument: the bytes of the last-level cache): the same,
+    but each call is timed alone, after the caches were put in the state a model leaves them
+    in (tessel.ir.MEASURE): a sweep over a buffer the size of the last-level cache by all
+    `threads` evicts whatever the kernel used before (its weights, its output, its scratch
+    buffers), `buffers` ((C pointer, bytes, activation?): everything the kernel's arguments
+    hold) that are not activations are also flushed from every level, and the activation
+    inputs are read and written by the threads, each its contiguous share, as the kernel
+    before it in the model has just written them."""
     first = [*setup, "    if (status == 0) {", f"        status = {call};  // warm-up", "    }"] \
         if setup else [f"    int32_t status = {call};  // warm-up"]
-    evict = [f"            tessel_evict({ptr}, {nbytes});" for ptr, nbytes in buffers]
+    elapsed = ["secs += (double)(stop.tv_sec - start.tv_sec)",
+               "        + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);"]
 
-    def timer(name: str, timed: list[str]) -> str:
+    def timer(head: str, before: list[str], timed: list[str], after: list[str]) -> str:
         return "\n".join([
-            f"int32_t {name}(void** args, int32_t number, int32_t repeat, double* out_secs) {{",
-            *first,
+            f"int32_t {head} {{", *first, *before,
             "    for (int32_t r = 0; status == 0 && r < repeat; ++r) {",
             "        struct timespec start, stop;",
             "        double secs = 0.0;",
             *timed,
             "        out_secs[r] = secs / number;",
             "    }",
-            *teardown,
+            *after, *teardown,
             "    return status;",
             "}"])
-    elapsed = ["secs += (double)(stop.tv_sec - start.tv_sec)",
-               "        + 1e-9 * (double)(stop.tv_nsec - start.tv_nsec);"]
-    warm = timer("tessel_time", [
-        "        clock_gettime(CLOCK_MONOTONIC, &start);",
-        "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
-        f"            status = {call};",
-        "        }",
-        "        clock_gettime(CLOCK_MONOTONIC, &stop);",
-        *(f"        {line}" for line in elapsed)])
-    cold = timer("tessel_time_cold", [
-        "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
-        *evict,
-        "            clock_gettime(CLOCK_MONOTONIC, &start);",
-        f"            status = {call};",
-        "            clock_gettime(CLOCK_MONOTONIC, &stop);",
-        *(f"            {line}" for line in elapsed),
-        "        }"])
-    return f"{_EVICT}\n\n{warm}\n\n{cold}"
+    warm = timer("tessel_time(void** args, int32_t number, int32_t repeat, double* out_secs)",
+                 [], [
+                     "        clock_gettime(CLOCK_MONOTONIC, &start);",
+                     "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
+                     f"            status = {call};",
+                     "        }",
+                     "        clock_gettime(CLOCK_MONOTONIC, &stop);",
+                     *(f"        {line}" for line in elapsed)], [])
+    prepare = [f"            tessel_produce({ptr}, {nbytes});" if act else
+               f"            tessel_evict({ptr}, {nbytes});" for ptr, nbytes, act in buffers]
+    in_model = timer(
+        "tessel_time_in_model(void** args, int32_t number, int32_t repeat, double* out_secs,\n"
+        "                             int64_t sweep_bytes)", [
+            "    volatile char* sweep = (volatile char*)calloc((size_t)sweep_bytes + 64, 1);",
+            "    if (sweep == NULL && status == 0) {",
+            "        status = TESSEL_ALLOC_FAILED;",
+            "    }"], [
+            "        for (int32_t n = 0; status == 0 && n < number; ++n) {",
+            "            tessel_sweep(sweep, sweep_bytes);",
+            *prepare,
+            "            clock_gettime(CLOCK_MONOTONIC, &start);",
+            f"            status = {call};",
+            "            clock_gettime(CLOCK_MONOTONIC, &stop);",
+            *(f"            {line}" for line in elapsed),
+            "        }"], [
+            "    free((void*)sweep);"])
+    return f"{_CACHE_STATE.format(threads=threads)}\n\n{warm}\n\n{in_model}"
 
 
-_EVICT = """\
-/* write back and drop the cache lines of [p, p + n) from every level of this core's caches
-   (and the other cores'): the next read comes from memory */
-static void tessel_evict(const void* p, int64_t n) {
+_CACHE_STATE = """\
+/* the cache state a model leaves a kernel in (tessel_time_in_model) */
+static void tessel_sweep(volatile char* p, int64_t n) {{  /* every line written, by all threads */
+    #pragma omp parallel for num_threads({threads}) schedule(static)
+    for (int64_t i = 0; i < n; i += 64) p[i] += 1;
+}}
+
+static void tessel_produce(void* p, int64_t n) {{  /* read and written, a share per thread */
+    volatile char* c = (volatile char*)p;
+    #pragma omp parallel for num_threads({threads}) schedule(static)
+    for (int64_t i = 0; i < n; i += 64) c[i] = c[i];
+}}
+
+/* write back and drop the lines of [p, p + n) from every cache level: read next from memory */
+static void tessel_evict(const void* p, int64_t n) {{
     const char* c = (const char*)p;
 #if defined(__x86_64__) || defined(__i386__)
     for (int64_t i = 0; i < n; i += 64) __builtin_ia32_clflush(c + i);
@@ -318,9 +344,9 @@ static void tessel_evict(const void* p, int64_t n) {
     for (int64_t i = 0; i < n; i += 64) __asm__ volatile("dc civac, %0" : : "r"(c + i) : "memory");
     __asm__ volatile("dsb ish" : : : "memory");
 #else
-    (void)c; (void)n;  /* no portable eviction: tessel_time_cold times warm calls here */
+    (void)c; (void)n;  /* the sweep alone evicts here */
 #endif
-}"""
+}}"""
 
 
 def wrap_call(head: str, args: list[str], tail: str, indent: str = "", width: int = 100) -> str:
@@ -351,8 +377,11 @@ UNROLL_CAPS = (256, 128, 64, 16, 0)
 
 def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
                unroll_chars: int | None = UNROLL_CHARS,
-               prepacks: Sequence[tuple[PrimFunc, int]] = ()) -> str:
-    """Render `func` as a C11 translation unit exporting tessel_entry and tessel_time. With
+               prepacks: Sequence[tuple[PrimFunc, int]] = (),
+               constants: Sequence[int] = ()) -> str:
+    """Render `func` as a C11 translation unit exporting tessel_entry, tessel_time and
+    tessel_time_in_model (`constants`: positions of the parameters that are a model's
+    weights, not activations; the prepacks' sources are too: _time_source). With
     `max_chars`, a kernel body longer than that raises SourceTooLarge as soon as it passes.
     A body past `unroll_chars` (None: no limit) is lowered again with less auto-unrolling
     (UNROLL_CAPS): the program is the same, its copies fewer, its compile time bounded.
@@ -370,11 +399,13 @@ def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
     for cap in caps[:-1]:
         try:
             return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
-                           max_chars=budget, prepacks=packs)
+                           max_chars=budget, prepacks=packs,
+                           constants=constants)
         except SourceTooLarge:
             continue
     return print_c(lower_kernel(func, target, max_unroll_step=caps[-1]), target,
-                   max_chars=max_chars, prepacks=packs)
+                   max_chars=max_chars, prepacks=packs,
+                   constants=constants)
 
 
 def _max_unroll_step(func: PrimFunc) -> int:
@@ -400,7 +431,8 @@ def _kernel_source(func: LoweredFunc, target: Target, names: Names,
 
 
 def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
-            prepacks: Sequence[tuple[LoweredFunc, int]] = ()) -> str:
+            prepacks: Sequence[tuple[LoweredFunc, int]] = (),
+            constants: Sequence[int] = ()) -> str:
     """The translation unit of a lowered kernel (and its split-out pack stages: generate_c)."""
     names = Names()
     kernel, text, printer = _kernel_source(func, target, names, max_chars)
@@ -422,18 +454,21 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
              *([vector_source(vtypes)] if vtypes else []),
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]
-    buffers = [(f"args[{k}]", _nbytes(p)) for k, p in enumerate(own)]
+    constant = {source for _, source in prepacks} | set(constants)
+    buffers = [(f"args[{k}]", _nbytes(p), k not in constant and p not in outputs)
+               for k, p in enumerate(own)]
     if not packs:
         parts += ["\n".join(["int32_t tessel_entry(void** args) {",
                              wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),
-                  _time_source("tessel_entry(args)", buffers)]
+                  _time_source("tessel_entry(args)", buffers, target.cores)]
     else:
-        parts += _prepacked_entries(kernel, casts, types[n_own:], packs, buffers)
+        parts += _prepacked_entries(kernel, casts, types[n_own:], packs, buffers, target.cores)
     return "\n\n".join(parts) + "\n"
 
 
 def _prepacked_entries(kernel: str, casts: list[str], packed_types: list[str],
-                       packs: list, buffers: list[tuple[str, int]]) -> list[str]:
+                       packs: list, buffers: list[tuple[str, int, bool]],
+                       threads: int) -> list[str]:
     """tessel_entry / tessel_time of a kernel whose constant operands are packed by the
     stages `packs` into heap buffers (freed at the end of each entry point)."""
     n = len(packs)
@@ -471,7 +506,8 @@ int32_t tessel_entry(void** args) {{
 }}"""
     time_fn = _time_source(
         "tessel_main(args, packed)",
-        [*buffers, *((f"packed[{i}]", _nbytes(f.params[1])) for i, (_, f, _) in enumerate(packs))],
+        [*buffers, *((f"packed[{i}]", _nbytes(f.params[1]), False)
+                     for i, (_, f, _) in enumerate(packs))], threads,
         setup=("    // the constant operands are packed once, outside the timed calls, as a",
                "    // compiled model packs its weights once",
                f"    void* packed[{n}] = {{0}};",

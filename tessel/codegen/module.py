@@ -21,6 +21,7 @@ from tessel.passes import compact_buffers
 from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
+IN_MODEL_MAX_NUMBER = 8  # calls per batch timed in_model at most: each has a cache sweep first
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 
 
@@ -44,6 +45,11 @@ class Module:
         self._time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
                                ctypes.POINTER(ctypes.c_double)]
         self._time.restype = ctypes.c_int32
+        # (hand-written C may not have it)
+        self._time_in_model = getattr(self._lib, "tessel_time_in_model", None)
+        if self._time_in_model is not None:
+            self._time_in_model.argtypes = [*self._time.argtypes, ctypes.c_int64]
+            self._time_in_model.restype = ctypes.c_int32
         self._params = func.params
         self._dtypes = [_numpy_dtype(p.dtype) for p in func.params]
         outputs = set(func.outputs)
@@ -66,29 +72,38 @@ class Module:
         return BoundCall(self, self._pack(arrays), arrays)
 
     def time(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
-             min_repeat_ms: float = 10.0) -> float:
+             min_repeat_ms: float = 10.0, in_model: bool = False) -> float:
         """Median over `repeat` batches of the mean seconds per call in a batch; each batch
         lasts at least `min_repeat_ms` (as the tuner's runner times candidates: a batch of a
-        few tens of microseconds measures the thread pool waking up)."""
+        few tens of microseconds measures the thread pool waking up). With `in_model`, each call
+        is timed alone from the caches a model leaves it (as the tuner times a model's
+        kernels: tessel.ir.MEASURE)."""
         return statistics.median(self.time_all(*arrays, number=number, repeat=repeat,
-                                               min_repeat_ms=min_repeat_ms))
+                                               min_repeat_ms=min_repeat_ms, in_model=in_model))
 
     def time_all(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,
-                 min_repeat_ms: float = 10.0) -> list[float]:
+                 min_repeat_ms: float = 10.0, in_model: bool = False) -> list[float]:
         """Mean seconds per call of each of `repeat` batches of `number` calls (after one
         warm-up call). With min_repeat_ms > 0, `number` first grows until a batch lasts that
-        long."""
+        long (timed warm, also `in_model`)."""
         for key, value in (("number", number), ("repeat", repeat)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{key} must be a positive int, got {value!r}")
         args = self._pack(arrays)
         if min_repeat_ms > 0:
             number = self._calibrate(args, number, min_repeat_ms / 1e3)
-        return self._run_timed(args, number, repeat)
+        return self._run_timed(args, number, repeat, in_model)
 
-    def _run_timed(self, args, number: int, repeat: int) -> list[float]:
+    def _run_timed(self, args, number: int, repeat: int, in_model: bool = False) -> list[float]:
         out = (ctypes.c_double * repeat)()
-        self._check_status(self._time(args, number, repeat, out))
+        if not in_model:
+            self._check_status(self._time(args, number, repeat, out))
+            return list(out)
+        if self._time_in_model is None:
+            raise ValueError(f"kernel {self.func.name}: its library has no "
+                             "tessel_time_in_model (hand-written C?)")
+        self._check_status(self._time_in_model(args, min(number, IN_MODEL_MAX_NUMBER), repeat,
+                                               out, self.target.l3_bytes))
         return list(out)
 
     def _calibrate(self, args, number: int, min_secs: float) -> int:
@@ -217,6 +232,7 @@ def build(func: PrimFunc, target: Target | None = None, *,
     With `compact` (the default), intermediate buffers are first allocated where they are
     used and shrunk to what is used there (tessel.passes.compact_buffers)."""
     target = target if target is not None else Target("host")
-    source = generate_c(compact_buffers(func) if compact else func, target)
+    source = generate_c(compact_buffers(func) if compact else func, target,
+                        constants=func.constant_params)
     lib_path = compile_shared(source, target, cache_dir=cache_dir)
     return Module(func, target, source, lib_path)

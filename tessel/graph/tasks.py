@@ -58,8 +58,8 @@ def lower_group(graph: Graph, group: FusedGroup) -> GroupKernel:
         env[node.output] = lower(node, args, name=node.op)
     func = te.create_func([*placeholders, env[group.output]], name=group.name)
     # measured as the executor runs it: its weights packed once (prepacked), and each call
-    # from cold caches, as it runs after the model's other kernels (MEASURE)
-    attrs = {**func.attrs, MEASURE: "cold"}
+    # from the caches the model's other kernels leave (MEASURE)
+    attrs = {**func.attrs, MEASURE: "in_model"}
     constant = tuple(k for k, v in enumerate(params) if v in graph.constants)
     if constant:
         attrs[CONSTANT_PARAMS] = constant

@@ -141,7 +141,7 @@ def realize(block: Block, iter_values=(), predicate: Expr | bool = True) -> Bloc
 
 
 CONSTANT_PARAMS = "constant_params"
-MEASURE = "measure"  # "cold": each timed call starts with its buffers out of every cache
+MEASURE = "measure"  # "in_model": each call timed from the caches a model leaves it
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,9 +154,10 @@ class PrimFunc:
     parameters the caller holds constant (a model's weights). A program of such a workload is
     measured with its packing of those parameters done once, outside the timed calls, as a
     compiled model runs it; its records' times depend on that, so it is part of the identity.
-    So is MEASURE = "cold" (a model's kernels, tessel.graph.tasks): each timed call starts with
-    everything it reads and writes evicted from the caches, as a kernel of a model runs after
-    the others have filled them with their own data, instead of repeating from warm caches.
+    So is MEASURE = "in_model" (a model's kernels, tessel.graph.tasks): each call is timed
+    from the caches a model leaves it, its weights, output and scratch out of them and its
+    activation inputs just written by the threads (codegen.c: tessel_time_in_model), instead
+    of repeated calls from warm caches.
     """
 
     name: str
@@ -186,7 +187,7 @@ class PrimFunc:
 
     @property
     def measure(self) -> str:
-        """How a program of this workload is timed: "warm" (repeated calls) or "cold"."""
+        """How a program of this workload is timed: "warm" (repeated calls) or "in_model"."""
         return self.attrs.get(MEASURE, "warm")
 
     @property

@@ -97,7 +97,8 @@ def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | No
     try:
         main, packs = split_prepacks(func, set(func.constant_params))
         source = generate_c(compact_buffers(main), target, max_chars=max_source_chars,
-                            prepacks=[(compact_buffers(p.func), p.source) for p in packs])
+                            prepacks=[(compact_buffers(p.func), p.source) for p in packs],
+                            constants=func.constant_params)
         params = param_specs(func)
     except SourceTooLarge as err:
         return BuildResult(error=MeasureResult.error(

@@ -82,7 +82,7 @@ class RemoteJob:
     flush_bytes: int
     build_secs: float
     stop_above_s: float = 0.0
-    cold: bool = False
+    in_model_sweep: int = 0
 
     def local(self) -> MeasureJob:
         ref = None
@@ -90,7 +90,8 @@ class RemoteJob:
             key, lib, rtol, atol = self.reference
             ref = ReferenceJob(key, lib.local_path(), rtol, atol)
         return MeasureJob(self.lib.local_path(), self.params, self.config, ref,
-                          self.flush_bytes, self.build_secs, self.stop_above_s, self.cold)
+                          self.flush_bytes, self.build_secs, self.stop_above_s,
+                          self.in_model_sweep)
 
 
 def measure_on_device(job: RemoteJob) -> MeasureResult:
@@ -171,7 +172,8 @@ class DaskRunner:
             r = job.reference
             ref = (r.key, self._ship(r.lib_path), r.rtol, r.atol)
         return RemoteJob(self.device, Shipped.read(job.lib_path), job.params, job.config, ref,
-                         job.flush_bytes, job.build_secs, job.stop_above_s, job.cold)
+                         job.flush_bytes, job.build_secs, job.stop_above_s,
+                         job.in_model_sweep)
 
     def _ship(self, path: str) -> Shipped:
         if path not in self._shipped:

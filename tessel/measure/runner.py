@@ -155,7 +155,9 @@ def plan_job(candidate: MeasureCandidate, artifact: Artifact, config: RunConfig,
     flush = target.l3_bytes if config.flush_cache else 0
     limit = best.limit(references.key(candidate.workload)) if best is not None else 0.0
     return MeasureJob(artifact.lib_path, artifact.params, config, reference, flush,
-                      artifact.build_secs, limit, cold=candidate.workload.measure == "cold")
+                      artifact.build_secs, limit,
+                      in_model_sweep=target.l3_bytes if candidate.workload.measure == "in_model"
+                      else 0)
 
 
 def check_batch(candidates: Sequence[MeasureCandidate], builds: Sequence[BuildResult]) -> None:

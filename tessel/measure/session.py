@@ -119,7 +119,8 @@ class MeasureJob:
     flush_bytes: int = 0
     build_secs: float = 0.0
     stop_above_s: float = 0.0  # stop after one timed call slower than this (0: never)
-    cold: bool = False  # each timed call from cold caches (its workload's MEASURE)
+    in_model_sweep: int = 0  # > 0: each call timed in_model (its workload's MEASURE), the
+    # cache sweep before it this many bytes (the last-level cache's)
 
     @property
     def timeout_s(self) -> float:
@@ -206,7 +207,7 @@ class DeviceSession:
         if failure is not None:
             return MeasureResult.error(failure["error"], failure["msg"], build_secs=job.build_secs)
         config = {**asdict(job.config), "flush_bytes": job.flush_bytes,
-                  "stop_above_s": job.stop_above_s, "cold": job.cold}
+                  "stop_above_s": job.stop_above_s, "in_model_sweep": job.in_model_sweep}
         params = [(p.name, p.shape, p.dtype, p.is_output) for p in job.params]
         meter = LoadMeter(self.process.pid)
         for _ in range(2):  # the worker keeps a few references: an evicted one is sent again

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tessel.codegen.compiler import compile_shared
+from tessel.codegen.module import IN_MODEL_MAX_NUMBER
 from tessel.measure.child import serve
 from tessel.target import Target
 
@@ -47,9 +48,6 @@ REFERENCE_MISSING = "reference_missing"  # an internal error kind: the session r
 _KEPT_INPUTS = 2
 CUT_RATIO = 30.0  # a first call past this many times stop_above_s (at least CUT_MIN_S) is cut
 CUT_MIN_S = 0.25  # ...it costs this plus a restart instead of its whole length (1-5 s)
-# cold calls per timed batch at most: each first evicts the kernel's buffers (~0.1 ms a MB),
-# and calls that each start cold vary less than warm batches do
-COLD_MAX_NUMBER = 16
 _SAVE_REFERENCE_S = 0.05  # a reference run this slow is saved beside its library
 _FLUSH_SOURCE = """\
 #define _POSIX_C_SOURCE 200809L
@@ -248,8 +246,9 @@ class Worker:
         number = config["number"]
         if config["min_repeat_ms"] > 0:
             number = _calibrate(lib, args, number, config["min_repeat_ms"] / 1e3)
-        if config.get("cold"):
-            return _time_cold(lib, args, min(number, COLD_MAX_NUMBER), config["repeat"]), False
+        if config.get("in_model_sweep", 0) > 0:
+            return _time_in_model(lib, args, min(number, IN_MODEL_MAX_NUMBER), config["repeat"],
+                                  config["in_model_sweep"]), False
         if config["flush_bytes"] > 0:
             return self.time_flushed(lib, args, number, config["repeat"],
                                      config["flush_bytes"]), False
@@ -327,16 +326,19 @@ def _time(lib: ctypes.CDLL, args, number: int, repeat: int) -> list[float]:
     return list(out)
 
 
-def _time_cold(lib: ctypes.CDLL, args, number: int, repeat: int) -> list[float]:
-    """tessel_time_cold (generated code: tessel.codegen.c): each call from cold caches."""
-    fn = getattr(lib, "tessel_time_cold", None)
+def _time_in_model(lib: ctypes.CDLL, args, number: int, repeat: int,
+                   sweep_bytes: int) -> list[float]:
+    """tessel_time_in_model (generated code: tessel.codegen.c): each call timed alone from
+    the caches a model leaves it."""
+    fn = getattr(lib, "tessel_time_in_model", None)
     if fn is None:
-        raise KernelFailure("runtime_error", "the library has no tessel_time_cold: a workload "
-                            "measured cold needs a generated kernel")
-    fn.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double)]
+        raise KernelFailure("runtime_error", "the library has no tessel_time_in_model: a "
+                            "workload measured in_model needs a generated kernel")
+    fn.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double),
+                   ctypes.c_int64]
     fn.restype = ctypes.c_int32
     out = (ctypes.c_double * repeat)()
-    _check_status(fn(args, number, repeat, out), "kernel")
+    _check_status(fn(args, number, repeat, out, sweep_bytes), "kernel")
     return list(out)
 
 

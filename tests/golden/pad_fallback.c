@@ -24,8 +24,19 @@ int32_t tessel_entry(void** args) {
     return pad((const float*)args[0], (float*)args[1]);
 }
 
-/* write back and drop the cache lines of [p, p + n) from every level of this core's caches
-   (and the other cores'): the next read comes from memory */
+/* the cache state a model leaves a kernel in (tessel_time_in_model) */
+static void tessel_sweep(volatile char* p, int64_t n) {  /* every line written, by all threads */
+    #pragma omp parallel for num_threads(1) schedule(static)
+    for (int64_t i = 0; i < n; i += 64) p[i] += 1;
+}
+
+static void tessel_produce(void* p, int64_t n) {  /* read and written, a share per thread */
+    volatile char* c = (volatile char*)p;
+    #pragma omp parallel for num_threads(1) schedule(static)
+    for (int64_t i = 0; i < n; i += 64) c[i] = c[i];
+}
+
+/* write back and drop the lines of [p, p + n) from every cache level: read next from memory */
 static void tessel_evict(const void* p, int64_t n) {
     const char* c = (const char*)p;
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,7 +46,7 @@ static void tessel_evict(const void* p, int64_t n) {
     for (int64_t i = 0; i < n; i += 64) __asm__ volatile("dc civac, %0" : : "r"(c + i) : "memory");
     __asm__ volatile("dsb ish" : : : "memory");
 #else
-    (void)c; (void)n;  /* no portable eviction: tessel_time_cold times warm calls here */
+    (void)c; (void)n;  /* the sweep alone evicts here */
 #endif
 }
 
@@ -56,13 +67,19 @@ int32_t tessel_time(void** args, int32_t number, int32_t repeat, double* out_sec
     return status;
 }
 
-int32_t tessel_time_cold(void** args, int32_t number, int32_t repeat, double* out_secs) {
+int32_t tessel_time_in_model(void** args, int32_t number, int32_t repeat, double* out_secs,
+                             int64_t sweep_bytes) {
     int32_t status = tessel_entry(args);  // warm-up
+    volatile char* sweep = (volatile char*)calloc((size_t)sweep_bytes + 64, 1);
+    if (sweep == NULL && status == 0) {
+        status = TESSEL_ALLOC_FAILED;
+    }
     for (int32_t r = 0; status == 0 && r < repeat; ++r) {
         struct timespec start, stop;
         double secs = 0.0;
         for (int32_t n = 0; status == 0 && n < number; ++n) {
-            tessel_evict(args[0], 24);
+            tessel_sweep(sweep, sweep_bytes);
+            tessel_produce(args[0], 24);
             tessel_evict(args[1], 32);
             clock_gettime(CLOCK_MONOTONIC, &start);
             status = tessel_entry(args);
@@ -72,5 +89,6 @@ int32_t tessel_time_cold(void** args, int32_t number, int32_t repeat, double* ou
         }
         out_secs[r] = secs / number;
     }
+    free((void*)sweep);
     return status;
 }

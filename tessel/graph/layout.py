@@ -22,10 +22,11 @@ The pass walks the nodes in order and decides each value's layout:
   bias get zero rows, so the extra channels come out 0 (or finite: a bias-free consumer
   reads them with zero weights), and the convolutions run full-width vectors where blocks
   of 8 would run half-width ones (MobileNet-v2's 56x56 layers on the Zen 5, 32 trials each,
-  each call timed with its buffers flushed from the caches: the 96->24 projection 102 -> 57 us, 144->24 with its residual add
-  169 -> 144 us, the 24->144 expansion 93 -> 85 us). Only operators that keep finite values
-  finite carry padded channels (clip, relu, sigmoid, +, -, *, ...; no exp, log, sqrt, pow);
-  a value leaves the blocks without them (`from_blocked`'s channels).
+  each call timed with its buffers flushed from the caches: the 96->24 projection 102 -> 57
+  us, 144->24 with its residual add 169 -> 144 us, the 24->144 expansion 93 -> 85 us). Only
+  operators that keep finite values finite carry padded channels (clip, relu, sigmoid, +,
+  -, *, ...; no exp, log, sqrt, pow); a value leaves the blocks without them
+  (`from_blocked`'s channels).
 - unary elementwise operators, binary ones whose operands are blocked alike or constants
   that broadcast along the channel axis (blocked with them), max pooling, the global
   average pool and joins along the channels (whole blocks side by side: SqueezeNet's fire

@@ -180,9 +180,12 @@ def _padded_cnn(c=24, h=9, w=7):
     s = g.add_node("div", [s, g.add_constant("scale", rng.uniform(1, 2, (1, c, 1, 1))
                                              .astype("float32"))])
     e = g.add_node("exp", [s])  # not finite-preserving: it reads the 24 channels only
+    # a computed divisor (plain: 0 in channels a padding would add): divided plain, so the
+    # conv after it reads no 0/0 in padded channels
+    r = g.add_node("conv", [g.add_node("div", [s, e]), const(g, "w3", 16, c, 1, 1)])
     j = g.add_node("concat", [s, a], axis=1)  # 24 + 24: not whole blocks of 16
     q = g.add_node("conv", [j, const(g, "w2", 40, 2 * c, 1, 1), const(g, "b2", 40)])
-    g.set_outputs([e, g.add_node("global_avg_pool", [q]), s])
+    g.set_outputs([e, g.add_node("global_avg_pool", [q]), s, r])
     return g
 
 
@@ -192,16 +195,19 @@ def test_channels_padded_to_whole_vectors_give_the_plain_outputs():
     convs = [n for n in blocked.nodes if n.op == "conv_blocked"]
     # 24 -> 32 (two vectors), 40 -> 48: the weights and biases carry zero rows
     assert [blocked.types[n.output].shape[1:] for n in convs] == [
-        (2, 9, 7, 16), (2, 9, 7, 16), (3, 9, 7, 16)]
+        (2, 9, 7, 16), (2, 9, 7, 16), (1, 9, 7, 16), (3, 9, 7, 16)]
     assert convs[1].attrs["groups"] == 32 and blocked.constants[convs[0].inputs[2]].shape == (32,)
     crops = [n for n in blocked.nodes if n.op == "from_blocked"]
-    assert all(n.attrs["channels"] in (24, 40) for n in crops)
+    assert {n.attrs["channels"] for n in crops} == {24, 40, None}  # None: 16 whole channels
     assert "exp" in {n.op for n in blocked.nodes if n.inputs[0] in {c.output for c in crops}}
+    div = next(n for n in blocked.nodes if n.op == "div" and len(blocked.types[n.inputs[1]]
+                                                                .shape) == 4)
+    assert all(len(blocked.types[v].shape) == 4 for v in div.inputs)
     feeds = [np.random.default_rng(4).standard_normal((1, 8, 9, 7)).astype("float32")]
     _close(run_graph(blocked, feeds), run_graph(g, feeds))
     unpadded = block_layouts(g, 16, pad=False)  # blocks of 8 for 24 and 40 channels
-    assert {unpadded.types[n.output].shape[-1] for n in unpadded.nodes
-            if n.op == "conv_blocked"} == {8}
+    assert [unpadded.types[n.output].shape[-1] for n in unpadded.nodes
+            if n.op == "conv_blocked"] == [8, 8, 16, 8]
     _close(run_graph(unpadded, feeds), run_graph(g, feeds))
 
 

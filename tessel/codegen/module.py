@@ -22,6 +22,12 @@ from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
 IN_MODEL_MAX_NUMBER = 8  # calls per batch timed in_model at most: each has a cache sweep first
+SWEEP_FALLBACK_BYTES = 32 << 20  # the sweep of a target that does not say its last-level cache
+
+
+def sweep_bytes(target: Target) -> int:
+    """Bytes of the cache sweep before each call timed in_model: the last-level cache's."""
+    return target.l3_bytes or SWEEP_FALLBACK_BYTES
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 
 
@@ -103,7 +109,7 @@ class Module:
             raise ValueError(f"kernel {self.func.name}: its library has no "
                              "tessel_time_in_model (hand-written C?)")
         self._check_status(self._time_in_model(args, min(number, IN_MODEL_MAX_NUMBER), repeat,
-                                               out, self.target.l3_bytes))
+                                               out, sweep_bytes(self.target)))
         return list(out)
 
     def _calibrate(self, args, number: int, min_secs: float) -> int:

@@ -175,8 +175,9 @@ class _Blocking:
         if len(out) != 4:
             return None
         if any(self.padded(v) for v in inputs) and (
-                node.op not in FINITE_BINARY or node.op == "div" and self.padded(inputs[1])):
-            return None  # (a padded channel of 0 divides by 0)
+                node.op not in FINITE_BINARY
+                or node.op == "div" and inputs[1] not in self.new.constants):
+            return None  # (a padded channel of 0 would divide by 0: constants pad with 1)
         width = self.pick_width(out[1], block, inputs)
         operands = []
         for k, v in enumerate(inputs):

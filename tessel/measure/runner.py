@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
+from tessel.codegen.module import sweep_bytes
 from tessel.ir import REDUCE, PrimFunc, blocks, structural_hash
 from tessel.measure.builder import Artifact, BuildResult, build_artifact, param_specs
 from tessel.measure.result import MeasureCandidate, MeasureResult
@@ -156,8 +157,8 @@ def plan_job(candidate: MeasureCandidate, artifact: Artifact, config: RunConfig,
     limit = best.limit(references.key(candidate.workload)) if best is not None else 0.0
     return MeasureJob(artifact.lib_path, artifact.params, config, reference, flush,
                       artifact.build_secs, limit,
-                      in_model_sweep=target.l3_bytes if candidate.workload.measure == "in_model"
-                      else 0)
+                      in_model_sweep=(sweep_bytes(target)
+                                      if candidate.workload.measure == "in_model" else 0))
 
 
 def check_batch(candidates: Sequence[MeasureCandidate], builds: Sequence[BuildResult]) -> None:

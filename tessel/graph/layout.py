@@ -156,9 +156,9 @@ class _Blocking:
             attrs["groups"] = width
         else:
             return None
-        if width != o and bias and bias[0] not in self.new.constants:
-            return None  # (a computed bias: not padded here)
         if width != o and bias:
+            if bias[0] not in self.new.constants:
+                return None  # (a computed bias: not padded here)
             bias = [self.new.add_constant(self.fresh(f"{bias[0]}_padded"), pad_channels(
                 self.new.constants[bias[0]][None], width)[0])]
         packed = block_weight(pad_channels(weight.swapaxes(0, 1), width).swapaxes(0, 1),
@@ -170,7 +170,8 @@ class _Blocking:
         """Operands blocked alike, constants along the channels (blocked with them), scalars,
         and values of the output's channels that broadcast over its pixels (a squeeze-and-
         excitation gate (N, C, 1, 1): blocked too, it broadcasts against (N, C/b, H, W, b))."""
-        block = next(self.block[v] for v in inputs if v in self.block)
+        first = next(v for v in inputs if v in self.block)  # the others agree or stay plain
+        block, width = self.block[first], self.width(first)
         out = self.old.types[node.output].shape
         if len(out) != 4:
             return None
@@ -178,7 +179,6 @@ class _Blocking:
                 node.op not in FINITE_BINARY
                 or node.op == "div" and inputs[1] not in self.new.constants):
             return None  # (a padded channel of 0 would divide by 0: constants pad with 1)
-        width = self.pick_width(out[1], block, inputs)
         operands = []
         for k, v in enumerate(inputs):
             shape = self.plain_shape(v)
@@ -228,12 +228,6 @@ class _Blocking:
     def padded(self, value: str) -> bool:
         return value in self.block and self.width(value) != self.channels[value]
 
-    def pick_width(self, channels: int, block: int, inputs: list[str]) -> int:
-        """The padded width an elementwise result of `channels` channels in `block`s takes:
-        its blocked operands' (they agree or the op stays plain), else the channels."""
-        return next((self.width(v) for v in inputs if v in self.block and self.block[v] == block),
-                    -(-channels // block) * block)
-
     # ---- building ----
 
     def add(self, op: str, inputs: list[str], node: Node, block: int | None,
@@ -253,10 +247,10 @@ class _Blocking:
             return self.plain_of[value]
         shape = self.plain_shape(value)
         out = name or self.fresh(f"{value}_plain")
-        if not self.padded(value) and all(n == 1 for n in shape[2:]):
-            self.new.add_node("reshape", [value], output=out, shape=shape)  # (N, C, 1, 1) as is
-        elif self.padded(value):
+        if self.padded(value):
             self.new.add_node("from_blocked", [value], output=out, channels=shape[1])
+        elif all(n == 1 for n in shape[2:]):
+            self.new.add_node("reshape", [value], output=out, shape=shape)  # (N, C, 1, 1) as is
         else:
             self.new.add_node("from_blocked", [value], output=out)
         self.plain_of.setdefault(value, out)

@@ -300,6 +300,10 @@ def _load(path: str) -> ctypes.CDLL:
     lib.tessel_time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
                                 ctypes.POINTER(ctypes.c_double)]
     lib.tessel_time.restype = ctypes.c_int32
+    in_model = getattr(lib, "tessel_time_in_model", None)  # (hand-written C may not have it)
+    if in_model is not None:
+        in_model.argtypes = [*lib.tessel_time.argtypes, ctypes.c_int64]
+        in_model.restype = ctypes.c_int32
     return lib
 
 
@@ -330,13 +334,10 @@ def _time_in_model(lib: ctypes.CDLL, args, number: int, repeat: int,
                    sweep_bytes: int) -> list[float]:
     """tessel_time_in_model (generated code: tessel.codegen.c): each call timed alone from
     the caches a model leaves it."""
-    fn = getattr(lib, "tessel_time_in_model", None)
+    fn = getattr(lib, "tessel_time_in_model", None)  # (its types set by _load)
     if fn is None:
         raise KernelFailure("runtime_error", "the library has no tessel_time_in_model: a "
                             "workload measured in_model needs a generated kernel")
-    fn.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double),
-                   ctypes.c_int64]
-    fn.restype = ctypes.c_int32
     out = (ctypes.c_double * repeat)()
     _check_status(fn(args, number, repeat, out, sweep_bytes), "kernel")
     return list(out)

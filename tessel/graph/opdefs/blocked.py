@@ -77,11 +77,11 @@ def _to_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> 
 
     def value(i):
         c = i[1] * b + i[-1]
-        if channels % b == 0:
-            return x[(i[0], c, *i[2:-1])]
-        return te.if_then_else(c < channels, x[(i[0], c, *i[2:-1])],
-                               te.const(0, x.dtype))
-    return elementwise(out.shape, value, name)
+        return x[(i[0], c, *i[2:-1])]
+    if channels % b == 0:
+        return elementwise(out.shape, value, name)
+    return elementwise(out.shape, lambda i: te.if_then_else(  # zeros past the channels
+        i[1] * b + i[-1] < channels, value(i), te.const(0, x.dtype)), name)
 
 
 def _to_blocked_reference(args, a, out):

@@ -2,6 +2,8 @@
 every zoo model and on odd channel counts (blocks of 16 and of 8, channels that divide into
 neither), converts only at the network's boundaries, and keeps each weight only in the
 layout its kernel reads; compiled models in both layouts compute the same."""
+import re
+
 import numpy as np
 import pytest
 
@@ -216,3 +218,101 @@ def test_a_padded_model_compiles_and_matches():
     feeds = [np.random.default_rng(5).standard_normal((1, 8, 6, 5)).astype("float32")]
     model = tessel.compile_model(g, layout="blocked")
     _close(model(*feeds), run_graph(g, feeds))
+
+
+# ---- threads split a blocked kernel's rows (PrimFunc.partition) ----------------------------
+def _rows_cnn():
+    """A 1x1 expansion at 10x6 (output 16x larger than its weight), a 3x3 conv whose weight
+    outweighs its 4x4 output, a stride-2 depthwise conv to 5 rows (odd: no even split)."""
+    rng = np.random.default_rng(6)
+
+    def const(g, name, *shape):
+        return g.add_constant(name, rng.standard_normal(shape).astype("float32") * 0.2)
+
+    g = Graph("rows")
+    x = g.add_input("x", (1, 16, 10, 6))
+    a = g.add_node("relu", [g.add_node("conv", [x, const(g, "w0", 32, 16, 1, 1),
+                                               const(g, "b0", 32)])])
+    d = g.add_node("conv", [a, const(g, "w1", 32, 1, 3, 3)], strides=(2, 2), pads=(1, 1, 1, 1),
+                   groups=32)
+    b = g.add_node("conv", [a, const(g, "w2", 64, 32, 3, 3)], strides=(3, 2), pads=(1, 1, 1, 1))
+    g.set_outputs([d, b])
+    return g
+
+
+def _parallel_loops(func):
+    from tessel.ir import For, collect
+    return [f for f in collect(func.body, For) if f.kind == "parallel"]
+
+
+def test_kernels_whose_output_outweighs_their_weights_split_it_by_rows():
+    """On 2 cores the expansion's threads each compute a contiguous band of its 10 rows (one
+    parallel loop of 2 iterations, outermost, feeding the row index) and its in-model timing
+    has each thread produce its band of every channel block of the input; the conv whose
+    weight is the larger, the depthwise conv with 5 rows and every kernel on 1 core keep the
+    schedule's fused outer loops. The outputs are the plain graph's either way."""
+    from tessel.graph.executor import model_tasks
+    from tessel.ir import PARTITION, structural_hash
+    g = _rows_cnn()
+    two, one = tessel.Target("host", cores=2), tessel.Target("host", cores=1)
+    kernels = {k.func.outputs[0].shape: k.func for k in model_tasks(load_model(g), two)[0]}
+    lanes = two.vector_lanes("float32")
+    expand = kernels[(1, 32 // lanes, 10, 6, lanes)]
+    assert [s for s, f in kernels.items() if f.partition == "rows"] == [expand.outputs[0].shape]
+    assert not any(k.func.partition for k in model_tasks(load_model(g), one)[0])
+    unsplit = tessel.ir.PrimFunc(expand.name, expand.params, expand.body,
+                                 {k: v for k, v in expand.attrs.items() if k != PARTITION})
+    assert structural_hash(unsplit) != structural_hash(expand)
+
+    feeds = [np.random.default_rng(7).standard_normal((1, 16, 10, 6)).astype("float32")]
+    want = run_graph(g, feeds)
+    for target in (two, one):
+        model = tessel.compile_model(g, target, layout="blocked")
+        _close(model(*feeds), want)
+        for call in model._calls:
+            func, source = call.module.func, call.module.source
+            loops = _parallel_loops(func)
+            rows = func.partition == "rows"
+            assert rows == (target is two and func.outputs[0].shape[2:4] == (10, 6))
+            if rows:  # the outermost loop, 2 shares of the rows
+                (par,) = loops
+                assert par.extent == 2 and _outermost_loop(func) is par
+                n, blocks = func.params[0].shape[:2]  # the input: 16 blocks of 1 channel
+                assert (n, blocks, len(func.params[0].shape)) == (1, 16, 5)
+                assert f"tessel_produce(args[0], {16 * 10 * 6 * 4}, 16)" in source
+            else:
+                assert re.search(r"tessel_produce\(args\[0\], \d+, 1\)", source)
+
+
+def _outermost_loop(func):
+    from tessel.ir import For, collect
+    return next(iter(collect(func.body, For)))
+
+
+def test_records_tuned_before_the_rows_split_run_split_by_rows(tmp_path):
+    """A database tuned when the expansion's workload had no partition (its older key): the
+    executor replays its record on the partitioned workload, so the tuned program runs with
+    its rows split between the threads."""
+    from tessel.database import TuningRecord
+    from tessel.database.record import target_key
+    from tessel.graph.executor import _protocols, model_tasks
+    from tessel.space.priors import ranked_priors
+    g = _rows_cnn()
+    two = tessel.Target("host", cores=2)
+    expand = next(k.func for k in model_tasks(load_model(g), two)[0] if k.func.partition)
+    older = list(_protocols(expand))[1]
+    assert older.partition == "" and older.measure == "in_model"
+    db = tessel.Database(tmp_path / "older.db")
+    design, decisions = ranked_priors(tessel.space.make_space("auto", two), older)[0]
+    trace = design.apply(tessel.Schedule(older), decisions).trace
+    db.commit([TuningRecord(db.commit_workload(older), target_key(two), trace.to_json(), None,
+                            (1e-4,))])
+    model = tessel.compile_model(g, two, database=db, layout="blocked")
+    status = next(s for s in model.statuses if s.task.workload.partition)
+    assert status.tuned
+    call = next(c for c in model._calls if c.module.func.partition)
+    (par,) = _parallel_loops(call.module.func)
+    assert par.extent == 2 and _outermost_loop(call.module.func) is par
+    feeds = [np.random.default_rng(8).standard_normal((1, 16, 10, 6)).astype("float32")]
+    _close(model(*feeds), run_graph(g, feeds))
+    db.close()

@@ -202,7 +202,7 @@ def test_a_model_workload_is_timed_call_by_call_in_the_caches_a_model_leaves(tar
     loop = timer[timer.index("for (int32_t n = 0"):]
     steps = [line.strip() for line in loop.splitlines() if "tessel_" in line][:4]
     # A 32x16 (an activation), B 16x24 (a weight), C 32x24 floats (the output)
-    assert steps == ["tessel_sweep(sweep, sweep_bytes);", "tessel_produce(args[0], 2048);",
+    assert steps == ["tessel_sweep(sweep, sweep_bytes);", "tessel_produce(args[0], 2048, 1);",
                      "tessel_evict(args[1], 1536);", "tessel_evict(args[2], 3072);"]
     assert loop.index("tessel_produce(") < loop.index("clock_gettime") < loop.index(
         "tessel_entry(args)")

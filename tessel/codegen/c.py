@@ -261,7 +261,7 @@ _PREAMBLE = """\
 
 #define TESSEL_ALLOC_FAILED 1"""
 
-def _time_source(call: str, buffers: Sequence[tuple[str, int, bool]], threads: int,
+def _time_source(call: str, buffers: Sequence[tuple[str, int, int]], threads: int,
                  setup: tuple[str, ...] = (), teardown: tuple[str, ...] = ()) -> str:
     """tessel_time: one warm-up `call`, then `repeat` timed batches of `number` calls, each
     batch's mean seconds per call in out_secs; `setup` runs before (it sets `status`) and
@@ -271,10 +271,12 @@ def _time_source(call: str, buffers: Sequence[tuple[str, int, bool]], threads: i
     but each call is timed alone, after the caches were put in the state a model leaves them
     in (tessel.ir.MEASURE): a sweep over a buffer the size of the last-level cache by all
     `threads` evicts whatever the kernel used before (its weights, its output, its scratch
-    buffers), `buffers` ((C pointer, bytes, activation?): everything the kernel's arguments
-    hold) that are not activations are also flushed from every level, and the activation
-    inputs are read and written by the threads, each its contiguous share, as the kernel
-    before it in the model has just written them."""
+    buffers), `buffers` ((C pointer, bytes, planes): everything the kernel's arguments hold;
+    planes 0 for all but the activation inputs) that are not activations are also flushed
+    from every level, and the activation inputs are read and written by the threads as the
+    kernel before it in the model has just written them: each thread its contiguous share of
+    each of the buffer's `planes` equal parts (more than one when the model's kernels split
+    their work by rows, PrimFunc.partition: the batch and channel blocks of NCHW[x]c)."""
     first = [*setup, "    if (status == 0) {", f"        status = {call};  // warm-up", "    }"] \
         if setup else [f"    int32_t status = {call};  // warm-up"]
     elapsed = ["secs += (double)(stop.tv_sec - start.tv_sec)",
@@ -300,8 +302,8 @@ def _time_source(call: str, buffers: Sequence[tuple[str, int, bool]], threads: i
                      "        }",
                      "        clock_gettime(CLOCK_MONOTONIC, &stop);",
                      *(f"        {line}" for line in elapsed)], [])
-    prepare = [f"            tessel_produce({ptr}, {nbytes});" if act else
-               f"            tessel_evict({ptr}, {nbytes});" for ptr, nbytes, act in buffers]
+    prepare = [f"            tessel_produce({ptr}, {nbytes}, {planes});" if planes else
+               f"            tessel_evict({ptr}, {nbytes});" for ptr, nbytes, planes in buffers]
     in_model = timer(
         "tessel_time_in_model(void** args, int32_t number, int32_t repeat, double* out_secs,\n"
         "                             int64_t sweep_bytes)", [
@@ -328,10 +330,18 @@ static void tessel_sweep(volatile char* p, int64_t n) {{  /* every line written,
     for (int64_t i = 0; i < n; i += 64) p[i] += 1;
 }}
 
-static void tessel_produce(void* p, int64_t n) {{  /* read and written, a share per thread */
+/* read and written by the threads: each its contiguous share of every one of `planes` equal
+   parts (1: of the whole buffer; a blocked tensor's channel blocks: a band of rows of each) */
+static void tessel_produce(void* p, int64_t n, int64_t planes) {{
     volatile char* c = (volatile char*)p;
+    int64_t plane = n / planes;
     #pragma omp parallel for num_threads({threads}) schedule(static)
-    for (int64_t i = 0; i < n; i += 64) c[i] = c[i];
+    for (int32_t t = 0; t < {threads}; ++t) {{
+        int64_t lo = plane * t / {threads}, hi = plane * (t + 1) / {threads};
+        for (int64_t k = 0; k < planes; ++k) {{
+            for (int64_t i = lo - lo % 64; i < hi; i += 64) c[k * plane + i] = c[k * plane + i];
+        }}
+    }}
 }}
 
 /* write back and drop the lines of [p, p + n) from every cache level: read next from memory */
@@ -400,12 +410,12 @@ def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
         try:
             return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
                            max_chars=budget, prepacks=packs,
-                           constants=constants)
+                           constants=constants, rows=func.partition == "rows")
         except SourceTooLarge:
             continue
     return print_c(lower_kernel(func, target, max_unroll_step=caps[-1]), target,
                    max_chars=max_chars, prepacks=packs,
-                   constants=constants)
+                   constants=constants, rows=func.partition == "rows")
 
 
 def _max_unroll_step(func: PrimFunc) -> int:
@@ -432,8 +442,9 @@ def _kernel_source(func: LoweredFunc, target: Target, names: Names,
 
 def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
             prepacks: Sequence[tuple[LoweredFunc, int]] = (),
-            constants: Sequence[int] = ()) -> str:
-    """The translation unit of a lowered kernel (and its split-out pack stages: generate_c)."""
+            constants: Sequence[int] = (), rows: bool = False) -> str:
+    """The translation unit of a lowered kernel (and its split-out pack stages: generate_c;
+    `rows`: its workload is partitioned by rows, PrimFunc.partition)."""
     names = Names()
     kernel, text, printer = _kernel_source(func, target, names, max_chars)
     packs = [(_kernel_source(f, target, names, None), f, source) for f, source in prepacks]
@@ -455,8 +466,8 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]
     constant = {source for _, source in prepacks} | set(constants)
-    buffers = [(f"args[{k}]", _nbytes(p), k not in constant and p not in outputs)
-               for k, p in enumerate(own)]
+    buffers = [(f"args[{k}]", _nbytes(p), _planes(p, rows) if k not in constant and
+                p not in outputs else 0) for k, p in enumerate(own)]
     if not packs:
         parts += ["\n".join(["int32_t tessel_entry(void** args) {",
                              wrap_call(f"return {kernel}", casts, ";", "    "), "}"]),
@@ -466,8 +477,14 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
     return "\n\n".join(parts) + "\n"
 
 
+def _planes(buf: Buffer, rows: bool) -> int:
+    """The parts of an activation input that each thread produced a share of (_time_source):
+    with rows, one per batch and channel block of a blocked NCHW[x]c tensor."""
+    return buf.shape[0] * buf.shape[1] if rows and len(buf.shape) == 5 else 1
+
+
 def _prepacked_entries(kernel: str, casts: list[str], packed_types: list[str],
-                       packs: list, buffers: list[tuple[str, int, bool]],
+                       packs: list, buffers: list[tuple[str, int, int]],
                        threads: int) -> list[str]:
     """tessel_entry / tessel_time of a kernel whose constant operands are packed by the
     stages `packs` into heap buffers (freed at the end of each entry point)."""
@@ -506,7 +523,7 @@ int32_t tessel_entry(void** args) {{
 }}"""
     time_fn = _time_source(
         "tessel_main(args, packed)",
-        [*buffers, *((f"packed[{i}]", _nbytes(f.params[1]), False)
+        [*buffers, *((f"packed[{i}]", _nbytes(f.params[1]), 0)
                      for i, (_, f, _) in enumerate(packs))], threads,
         setup=("    // the constant operands are packed once, outside the timed calls, as a",
                "    // compiled model packs its weights once",

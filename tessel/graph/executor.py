@@ -32,7 +32,7 @@ from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.prepack import Prepack, split_prepacks
 from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
-from tessel.ir import CONSTANT_PARAMS, MEASURE, REDUCE, PrimFunc
+from tessel.ir import CONSTANT_PARAMS, MEASURE, PARTITION, REDUCE, PrimFunc
 from tessel.ir.visitor import blocks
 from tessel.schedule import Schedule, ScheduleError
 from tessel.space import (Postproc, SpaceError, default_postprocs, final_func, make_space,
@@ -96,7 +96,7 @@ def model_tasks(graph: Graph, target: Target, layout: str = DEFAULT_LAYOUT
     """The kernels of a simplified graph in `layout` (tessel.graph.layout) and its tuning
     tasks (one per distinct kernel)."""
     graph = apply_layout(graph, layout, target.vector_lanes("float32"))
-    kernels = lower_groups(graph, fuse(graph))
+    kernels = lower_groups(graph, fuse(graph), target.cores)
     return kernels, extract_tasks(kernels, target)
 
 
@@ -173,7 +173,7 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
     in-sequence choice, else its fastest record), or with a `rank` its rank-th fastest record
     (the slowest it has if fewer: tessel.graph.select's candidates)."""
     groups = fuse(graph)
-    kernels = lower_groups(graph, groups)
+    kernels = lower_groups(graph, groups, target.cores)
     tasks = extract_tasks(kernels, target)
     built: dict[str, _Built] = {}
     statuses = []
@@ -188,7 +188,7 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
             found = ranked_record(task.workload, target, db, posts, rank)
             record, func = found if found is not None else (None, None)
         elif db is not None:
-            func = next((f for f in (best_func(w, target, db, posts)
+            func = next((f for f in (best_func(task.workload, target, db, posts, records_of=w)
                                      for w in _protocols(task.workload)) if f is not None), None)
         how = "tuned"
         if func is None:
@@ -255,11 +255,12 @@ def _fallback(func: PrimFunc, space: Any, posts: list[Postproc]) -> tuple[PrimFu
 
 
 def _protocols(func: PrimFunc) -> Iterator[PrimFunc]:
-    """`func`, then the same kernel as older tessels measured it, whose records still beat a
-    prior: from warm caches (before MEASURE), then with its weights' packing inside the timed
-    call as well (before CONSTANT_PARAMS)."""
+    """`func`, then the same kernel as older tessels keyed and measured it, whose records
+    (replayed on `func`: its partition and its packing) still beat a prior: split by the
+    schedule's outer loops (before PARTITION), then from warm caches (before MEASURE), then
+    with its weights' packing inside the timed call as well (before CONSTANT_PARAMS)."""
     yield func
-    for dropped in ((MEASURE,), (MEASURE, CONSTANT_PARAMS)):
+    for dropped in ((PARTITION,), (PARTITION, MEASURE), (PARTITION, MEASURE, CONSTANT_PARAMS)):
         if dropped[-1] in func.attrs:
             yield PrimFunc(func.name, func.params, func.body,
                            {k: v for k, v in func.attrs.items() if k not in dropped})

@@ -142,6 +142,7 @@ def realize(block: Block, iter_values=(), predicate: Expr | bool = True) -> Bloc
 
 CONSTANT_PARAMS = "constant_params"
 MEASURE = "measure"  # "in_model": each call timed from the caches a model leaves it
+PARTITION = "partition"  # "rows": threads split axis 2 of the output (blocked rows) in halves
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,7 +158,11 @@ class PrimFunc:
     So is MEASURE = "in_model" (a model's kernels, tessel.graph.tasks): each call is timed
     from the caches a model leaves it, its weights, output and scratch out of them and its
     activation inputs just written by the threads (codegen.c: tessel_time_in_model), instead
-    of repeated calls from warm caches.
+    of repeated calls from warm caches. And PARTITION = "rows" (tessel.graph.tasks): the
+    parallel loop gives each thread a contiguous share of axis 2 of the output, the rows of a
+    blocked NCHW[x]c tensor (RewriteParallelVectorizeUnroll), and a model's neighbouring
+    kernels do the same, so each core reads the rows it wrote; the in-model timing has the
+    threads produce the activation inputs the same way.
     """
 
     name: str
@@ -189,6 +194,12 @@ class PrimFunc:
     def measure(self) -> str:
         """How a program of this workload is timed: "warm" (repeated calls) or "in_model"."""
         return self.attrs.get(MEASURE, "warm")
+
+    @property
+    def partition(self) -> str:
+        """How the threads share the work: "" (the outer loops fused, as the schedule has
+        them) or "rows" (attrs[PARTITION])."""
+        return self.attrs.get(PARTITION, "")
 
     @property
     def outputs(self) -> tuple[Buffer, ...]:

@@ -56,6 +56,8 @@ class _Encoder:
         # the attributes that are part of the identity (PrimFunc): absent, keys are unchanged
         if f.constant_params:
             key += (("constant_params", f.constant_params),)
+        if f.partition:
+            key += (("partition", f.partition),)
         return key + (("measure", f.measure),) if f.measure != "warm" else key
 
 

@@ -62,7 +62,8 @@ def default_postprocs(target: Target, verify_codegen: bool = False,
     packed operand is a constant (RewriteLayout)."""
     lanes = target.vector_lanes("float32")
     posts: list[Postproc] = [RewriteLayout(pack_panels), RewriteReductionBlock(),
-                             RewriteParallelVectorizeUnroll(lanes=lanes), VerifyLoops()]
+                             RewriteParallelVectorizeUnroll(lanes=lanes, cores=target.cores),
+                             VerifyLoops()]
     return posts + ([VerifyCodegen(target)] if verify_codegen else [])
 
 
@@ -265,7 +266,13 @@ class RewriteReductionBlock:
 
 @dataclass(frozen=True)
 class RewriteParallelVectorizeUnroll:
+    """The root's annotations made loop kinds. The parallel loop fuses the outermost spatial
+    loops until it has meta_schedule.parallel iterations; in a workload partitioned by rows
+    (PrimFunc.partition) it is instead the outermost loop over the output's rows, split in
+    `cores` shares and moved above the others, so each thread computes a contiguous band of
+    rows of every channel block (and walks the channel blocks in the schedule's order)."""
     lanes: int = 8
+    cores: int = 1
 
     def apply(self, sch: Schedule) -> None:
         root = sch.get_block(sch.func.body.block.name)
@@ -286,9 +293,31 @@ class RewriteParallelVectorizeUnroll:
         loops = sch.get_loops(block)
         if not loops or any(n.kind == "parallel" for n in ir.collect(sch.get(loops[0]), For)):
             return
+        if sch.func.partition == "rows" and self._rows(sch, block, loops):
+            return
         n = parallel_plan(fusible_prefix(sch, loops), max_extent)
         if n >= 1:
             sch.parallel(sch.fuse(*loops[:n]) if n > 1 else loops[0])
+
+    def _rows(self, sch: Schedule, block: BlockRV, loops: list[LoopRV]) -> bool:
+        """Parallelize by rows (the class doc); False where the block's store is not to a
+        5-d tensor at its own iter vars, or its outermost row loop is not among the fusible
+        outer loops or does not split evenly in `cores` shares."""
+        store = sch.get(block).body
+        if self.cores < 2 or not isinstance(store, ir.BufferStore) or len(store.indices) != 5 \
+                or not isinstance(store.indices[2], ir.Var):
+            return False
+        row = tree.find_realize(sch.func, sch.get(block).name).binding()[store.indices[2]]
+        prefix = len(fusible_prefix(sch, loops))
+        at = next((j for j, l in enumerate(loops) if sch.get(l).extent > 1
+                   and ir.uses_var(row, sch.get(l).loop_var)), None)
+        if at is None or at >= prefix or sch.get(loops[at]).extent % self.cores:
+            return False
+        share = sch.split(loops[at], [self.cores, None])[0]
+        if at > 0:
+            sch.reorder(share, *loops[:at])
+        sch.parallel(share)
+        return True
 
     def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int) -> None:
         loops = sch.get_loops(block)

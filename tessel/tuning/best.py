@@ -46,15 +46,18 @@ def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:
 
 
 def best_func(func: PrimFunc, target: Target, db: Database,
-              postprocs: Sequence[Postproc] | None = None) -> PrimFunc | None:
+              postprocs: Sequence[Postproc] | None = None, *,
+              records_of: PrimFunc | None = None) -> PrimFunc | None:
     """The scheduled program of the best of the database's records for `func` on `target`
     that still replays (postprocessed by `postprocs`, postprocs_for(func, target) by default,
     ready to build); None when there is none. The best is the current choice of
     tessel.graph.select (timed in its model's sequence) where there is one, else the fastest
-    record."""
+    record. `records_of`: the workload whose records to replay on `func` instead of its own
+    (the same program measured under an older protocol: tessel.graph.executor)."""
     posts = list(postprocs) if postprocs is not None else postprocs_for(func, target)
-    chosen = db.selection(func, target)  # timed in its model's sequence (tessel.graph.select)
-    for record in ([chosen] if chosen is not None else []) + db.top_k(func, target, k=5):
+    owner = records_of if records_of is not None else func
+    chosen = db.selection(owner, target)  # timed in its model's sequence (tessel.graph.select)
+    for record in ([chosen] if chosen is not None else []) + db.top_k(owner, target, k=5):
         if record.trace_json is None:
             continue
         try:

@@ -50,10 +50,18 @@ static void tessel_sweep(volatile char* p, int64_t n) {  /* every line written, 
     for (int64_t i = 0; i < n; i += 64) p[i] += 1;
 }
 
-static void tessel_produce(void* p, int64_t n) {  /* read and written, a share per thread */
+/* read and written by the threads: each its contiguous share of every one of `planes` equal
+   parts (1: of the whole buffer; a blocked tensor's channel blocks: a band of rows of each) */
+static void tessel_produce(void* p, int64_t n, int64_t planes) {
     volatile char* c = (volatile char*)p;
+    int64_t plane = n / planes;
     #pragma omp parallel for num_threads(1) schedule(static)
-    for (int64_t i = 0; i < n; i += 64) c[i] = c[i];
+    for (int32_t t = 0; t < 1; ++t) {
+        int64_t lo = plane * t / 1, hi = plane * (t + 1) / 1;
+        for (int64_t k = 0; k < planes; ++k) {
+            for (int64_t i = lo - lo % 64; i < hi; i += 64) c[k * plane + i] = c[k * plane + i];
+        }
+    }
 }
 
 /* write back and drop the lines of [p, p + n) from every cache level: read next from memory */
@@ -99,8 +107,8 @@ int32_t tessel_time_in_model(void** args, int32_t number, int32_t repeat, double
         double secs = 0.0;
         for (int32_t n = 0; status == 0 && n < number; ++n) {
             tessel_sweep(sweep, sweep_bytes);
-            tessel_produce(args[0], 60);
-            tessel_produce(args[1], 96);
+            tessel_produce(args[0], 60, 1);
+            tessel_produce(args[1], 96, 1);
             tessel_evict(args[2], 160);
             clock_gettime(CLOCK_MONOTONIC, &start);
             status = tessel_entry(args);

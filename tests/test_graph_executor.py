@@ -487,3 +487,27 @@ def test_select_in_sequence_stores_a_choice_among_the_best_that_compile_model_ru
         top = [r.trace_json for r in store.top_k(task.workload, target, k=2)]
         assert store.selection(task.workload, target).trace_json == \
             top[min(again.ranks[task.label], len(top) - 1)]
+
+
+def test_every_array_a_kernel_reads_or_writes_starts_on_a_cache_line():
+    """Intermediates, inputs, weights as they came and packed weights: a 64-byte vector load
+    from numpy's 16-byte-aligned memory would straddle two cache lines. The measuring worker
+    hands kernels such arrays too."""
+    from tessel.codegen.module import aligned, aligned_empty
+    from tessel.measure.worker import Worker
+    for g in (residual_net(), _two_denses()):
+        model = compile_model(g)
+        arrays = [a for call in model._calls for a in call.arrays]
+        assert len(arrays) > 4 and all(a.ctypes.data % 64 == 0 for a in arrays)
+        feeds = _feeds(g)
+        np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-4,
+                                   atol=1e-4)
+    a = aligned_empty((3, 5), "float32")
+    assert a.shape == (3, 5) and a.dtype == np.float32 and a.ctypes.data % 64 == 0
+    assert aligned(a) is a
+    b = np.arange(7, dtype=np.float32)[1:]  # 4 bytes past an aligned start
+    c = aligned(b)
+    assert c.ctypes.data % 64 == 0 and c is not b and np.array_equal(c, b)
+    params = [("x", [3, 5], "float32", False), ("out", [4], "float32", True)]
+    args, outputs = Worker().arguments(params, seed=0)
+    assert all(ptr % 64 == 0 for ptr in args) and outputs[0].shape == (4,)

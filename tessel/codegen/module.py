@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tessel.codegen.c import ALLOC_FAILED, generate_c
+from tessel.codegen.c import ALIGN_BYTES, ALLOC_FAILED, generate_c
 from tessel.codegen.compiler import asm_for, compile_shared
 from tessel.ir import Buffer, PrimFunc
 from tessel.passes import compact_buffers
@@ -29,6 +29,28 @@ def sweep_bytes(target: Target) -> int:
     """Bytes of the cache sweep before each call timed in_model: the last-level cache's."""
     return target.l3_bytes or SWEEP_FALLBACK_BYTES
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
+
+
+def aligned_empty(shape: int | tuple[int, ...], dtype: str | np.dtype = np.uint8,
+                  align: int = ALIGN_BYTES) -> np.ndarray:
+    """An uninitialized C-contiguous array whose data starts on an `align`-byte boundary (a
+    cache line): a 64-byte vector load from numpy's 16-byte-aligned memory straddles two
+    lines."""
+    dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def aligned(array: np.ndarray, align: int = ALIGN_BYTES) -> np.ndarray:
+    """`array` itself when C-contiguous and `align`-byte aligned, else such a copy."""
+    if array.flags.c_contiguous and array.ctypes.data % align == 0:
+        return array
+    out = aligned_empty(array.shape, array.dtype, align)
+    np.copyto(out, array)
+    return out
 
 
 def _numpy_dtype(dtype: str) -> np.dtype:

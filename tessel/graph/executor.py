@@ -23,7 +23,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from tessel.codegen import Module, build
-from tessel.codegen.module import BoundCall, KernelSequence
+from tessel.codegen.module import BoundCall, KernelSequence, aligned, aligned_empty
 from tessel.database import Database, TuningRecord
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
@@ -301,7 +301,7 @@ class CompiledModel:
             b = built[k.key]
             packed = []
             for pack, module in b.packs:  # constants packed once, here
-                packed.append(np.empty(pack.packed.shape, pack.packed.dtype))
+                packed.append(aligned_empty(pack.packed.shape, pack.packed.dtype))
                 module(self._arrays[k.params[pack.source]], packed[-1])
             self._calls.append(b.main.bind(*(self._arrays[k.params[i]] if kind == "param"
                                              else packed[i] for kind, i in b.args)))
@@ -400,11 +400,13 @@ def _plan_memory(graph: Graph, groups: list[FusedGroup]) -> dict[str, np.ndarray
     whose lifetimes do not overlap, reshapes alias their input, the inputs of an in-place
     concat are slices of its output."""
     root, end = _lifetimes(graph, groups)
+    for v, array in graph.constants.items():  # (the graph is compile_model's own)
+        graph.constants[v] = aligned(array)
     arrays: dict[str, np.ndarray] = dict(graph.constants)
     blocks: dict[str, np.ndarray] = {}
     free: list[np.ndarray] = []
     for v in graph.inputs:
-        blocks[v] = np.empty(graph.types[v].nbytes, np.uint8)
+        blocks[v] = aligned_empty(graph.types[v].nbytes)
         arrays[v] = _view(blocks[v], graph, v)
     for step, group in enumerate(groups):
         out = group.output
@@ -461,7 +463,7 @@ def _take(free: list[np.ndarray], nbytes: int) -> np.ndarray:
     """The smallest free block that holds `nbytes`, else a new one."""
     fits = [k for k, b in enumerate(free) if b.nbytes >= nbytes]
     if not fits:
-        return np.empty(nbytes, np.uint8)
+        return aligned_empty(nbytes)
     return free.pop(min(fits, key=lambda k: free[k].nbytes))
 
 

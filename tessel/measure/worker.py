@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from tessel.codegen.compiler import compile_shared
-from tessel.codegen.module import IN_MODEL_MAX_NUMBER
+from tessel.codegen.module import IN_MODEL_MAX_NUMBER, aligned
 from tessel.measure.child import serve
 from tessel.target import Target
 
@@ -267,7 +267,8 @@ class Worker:
     def arguments(self, params: list, seed: int) -> tuple[ctypes.Array, list[np.ndarray]]:
         """The C argument array: cached seeded inputs, fresh sentinel outputs."""
         inputs = self.seeded_inputs(params, seed)
-        outputs = [sentinel_output(shape, dtype) for _, shape, dtype, out in params if out]
+        outputs = [aligned(sentinel_output(shape, dtype)) for _, shape, dtype, out in params
+                   if out]
         it_in, it_out = iter(inputs), iter(outputs)
         arrays = [next(it_out) if out else next(it_in) for _, _, _, out in params]
         return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays]), outputs
@@ -276,7 +277,9 @@ class Worker:
         key = (tuple((n, tuple(s), d) for n, s, d, out in params if not out), seed)
         if key not in self.inputs:
             rng = np.random.default_rng(seed)
-            self.inputs[key] = tuple(random_input(rng, n, tuple(s), d) for n, s, d in key[0])
+            # on cache lines, as a compiled model's arrays are (tessel.graph.executor)
+            self.inputs[key] = tuple(aligned(random_input(rng, n, tuple(s), d))
+                                     for n, s, d in key[0])
             while len(self.inputs) > _KEPT_INPUTS:
                 self.inputs.popitem(last=False)
         return self.inputs[key]

@@ -245,6 +245,11 @@ def _parallel_loops(func):
     return [f for f in collect(func.body, For) if f.kind == "parallel"]
 
 
+def _outermost_loop(func):
+    from tessel.ir import For, collect
+    return next(iter(collect(func.body, For)))
+
+
 def test_kernels_whose_output_outweighs_their_weights_split_it_by_rows():
     """On 2 cores the expansion's threads each compute a contiguous band of its 10 rows (one
     parallel loop of 2 iterations, outermost, feeding the row index) and its in-model timing
@@ -282,11 +287,6 @@ def test_kernels_whose_output_outweighs_their_weights_split_it_by_rows():
                 assert f"tessel_produce(args[0], {16 * 10 * 6 * 4}, 16)" in source
             else:
                 assert re.search(r"tessel_produce\(args\[0\], \d+, 1\)", source)
-
-
-def _outermost_loop(func):
-    from tessel.ir import For, collect
-    return next(iter(collect(func.body, For)))
 
 
 def test_records_tuned_before_the_rows_split_run_split_by_rows(tmp_path):

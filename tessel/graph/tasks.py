@@ -78,9 +78,9 @@ def rows_partition(func: PrimFunc, constant: tuple[int, ...], cores: int) -> boo
     written by the other core; split by rows, each core reads the rows it wrote (and all the
     weights), and so does the next kernel. Where the weights are the larger (MobileNet-v2's
     and ResNet-18's last layers), each core reading half of them is the better trade.
-    MobileNet-v2 tuned by channels, 2026-11-26 on the 2-core Zen 5, in one process: 2.105 ms
-    with these kernels split by rows against 2.216 ms (onnxruntime 2.168 ms); every kernel
-    by rows, 2.247 ms."""
+    MobileNet-v2's records tuned before the split, in one process (2026-11-26, 2-core Zen 5):
+    2.054 ms with these kernels split by rows against 2.198 ms by channels (onnxruntime
+    2.086 ms); a prototype splitting every kernel by rows, 2.247 against 2.216 ms."""
     out = func.params[-1]
     if cores < 2 or len(out.shape) != 5 or out.shape[2] % cores:
         return False

@@ -6,8 +6,8 @@ from tessel.ir.expr import (DTYPE_BITS, INTRINSICS, BinOp, BufferLoad, Call, Cas
                             logical_not, max_, min_, ne, select)
 from tessel.ir.printer import expr_str, func_str, stmt_str
 from tessel.ir.stmt import (CONSTANT_PARAMS, LOOP_KINDS, MEASURE, PARTITION, REDUCE, SPATIAL,
-                            THREAD_TAGS, TRUE, Block, BlockRealize, BufferStore, For, IfThenElse, IterVar,
-                            PrimFunc, SeqStmt, Stmt, realize, seq)
+                            THREAD_TAGS, TRUE, Block, BlockRealize, BufferStore, For, IfThenElse,
+                            IterVar, PrimFunc, SeqStmt, Stmt, realize, seq)
 from tessel.ir.structural import structural_equal, structural_hash, structural_key
 from tessel.ir.visitor import (blocks, block_realizes, children, collect, collect_stmts,
                                free_vars, read_buffers, replace_buffers, substitute, transform,

@@ -142,7 +142,7 @@ def realize(block: Block, iter_values=(), predicate: Expr | bool = True) -> Bloc
 
 CONSTANT_PARAMS = "constant_params"
 MEASURE = "measure"  # "in_model": each call timed from the caches a model leaves it
-PARTITION = "partition"  # "rows": threads split axis 2 of the output (blocked rows) in halves
+PARTITION = "partition"  # "rows": each thread a band of axis 2 of the output (blocked rows)
 
 
 @dataclass(frozen=True, eq=False)

@@ -168,6 +168,9 @@ class RewriteLayout:
         buf = node.reads[index].buffer
         idx = next(l.indices for l in ir.collect(node.body, ir.BufferLoad) if l.buffer is buf)
         dim = list(idx).index(var)
+        rest = self._stream_order(sch, block, idx, dim)
+        if dim == len(idx) - 1 and t == buf.shape[dim] and rest == list(range(dim)):
+            return  # the panels would be the buffer as it is (a blocked pool's input): a copy
         at = self._panel_loop(sch, block, var) if self.panels else None
         pack = sch.cache_read(block, index, "global")
         above = 0
@@ -178,7 +181,6 @@ class RewriteLayout:
             except ScheduleError:
                 pass
         names = [f"d{i}" for i in range(len(idx))]
-        rest = self._stream_order(sch, block, idx, dim)
         outs = [f"{names[dim]} // {t}", *(names[i] for i in rest), f"{names[dim]} % {t}"]
         sch.transform_layout(block, index, "read",
                              f"lambda {', '.join(names)}: ({', '.join(outs)})")

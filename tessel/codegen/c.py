@@ -406,16 +406,17 @@ def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
     budget = unroll_chars if max_chars is None or unroll_chars is None else min(unroll_chars,
                                                                                 max_chars)
     packs = [(lower_kernel(f, target), source) for f, source in prepacks]
+    rows = func.partition == "rows"
     for cap in caps[:-1]:
         try:
             return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
                            max_chars=budget, prepacks=packs,
-                           constants=constants, rows=func.partition == "rows")
+                           constants=constants, rows=rows)
         except SourceTooLarge:
             continue
     return print_c(lower_kernel(func, target, max_unroll_step=caps[-1]), target,
                    max_chars=max_chars, prepacks=packs,
-                   constants=constants, rows=func.partition == "rows")
+                   constants=constants, rows=rows)
 
 
 def _max_unroll_step(func: PrimFunc) -> int:

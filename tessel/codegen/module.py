@@ -28,6 +28,8 @@ SWEEP_FALLBACK_BYTES = 32 << 20  # the sweep of a target that does not say its l
 def sweep_bytes(target: Target) -> int:
     """Bytes of the cache sweep before each call timed in_model: the last-level cache's."""
     return target.l3_bytes or SWEEP_FALLBACK_BYTES
+
+
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from tessel.codegen.compiler import compile_shared
-from tessel.codegen.module import IN_MODEL_MAX_NUMBER, aligned
+from tessel.codegen.module import IN_MODEL_MAX_NUMBER, aligned, aligned_empty
 from tessel.measure.child import serve
 from tessel.target import Target
 
@@ -100,13 +100,17 @@ def random_input(rng: np.random.Generator, name: str, shape: tuple, dtype: str) 
 
 
 def sentinel_output(shape: tuple, dtype: str) -> np.ndarray:
-    """An output buffer whose every element a correct kernel overwrites (NaN for floats)."""
+    """An output buffer whose every element a correct kernel overwrites (NaN for floats), on
+    a cache line as a compiled model's arrays are (tessel.graph.executor)."""
     np_dtype = _numpy_dtype(dtype)
+    out = aligned_empty(tuple(shape), np_dtype)
     if np_dtype == np.bool_:
-        return np.ones(shape, np.bool_)
-    if np.issubdtype(np_dtype, np.integer):
-        return np.full(shape, np.iinfo(np_dtype).max, np_dtype)
-    return np.full(shape, np.nan, np_dtype)
+        out.fill(True)
+    elif np.issubdtype(np_dtype, np.integer):
+        out.fill(np.iinfo(np_dtype).max)
+    else:
+        out.fill(np.nan)
+    return out
 
 
 def mismatch(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
@@ -267,8 +271,7 @@ class Worker:
     def arguments(self, params: list, seed: int) -> tuple[ctypes.Array, list[np.ndarray]]:
         """The C argument array: cached seeded inputs, fresh sentinel outputs."""
         inputs = self.seeded_inputs(params, seed)
-        outputs = [aligned(sentinel_output(shape, dtype)) for _, shape, dtype, out in params
-                   if out]
+        outputs = [sentinel_output(shape, dtype) for _, shape, dtype, out in params if out]
         it_in, it_out = iter(inputs), iter(outputs)
         arrays = [next(it_out) if out else next(it_in) for _, _, _, out in params]
         return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays]), outputs

@@ -5,11 +5,12 @@ import math
 from typing import Any, Mapping
 
 from tessel.ir import BinOp, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not, Select, Var
-from tessel.ir.expr import eval_intrinsic, is_float
+from tessel.ir.expr import eval_intrinsic, eval_minmax, is_float
 
 _BINARY = {
     "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
-    "//": lambda x, y: x // y, "%": lambda x, y: x % y, "min": min, "max": max,
+    "//": lambda x, y: x // y, "%": lambda x, y: x % y,
+    "min": lambda x, y: eval_minmax("min", x, y), "max": lambda x, y: eval_minmax("max", x, y),
     "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
     ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y,
 }

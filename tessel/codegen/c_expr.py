@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -222,6 +222,11 @@ class ExprPrinter:
         return text
 
     def _binop(self, e: BinOp) -> tuple[str, int]:
+        if e.op in ("min", "max") and is_float(e.dtype):
+            helper = minmax_helper(e.op, e.dtype)
+            self.helpers.add(helper)
+            a, b = number_first(e.a, e.b, is_number)
+            return f"{helper}({self(a)}, {self(b)})", PRIMARY
         if e.op in ("min", "max"):
             a, b = self.operand(e.a, REL), self.operand(e.b, REL, right=True)
             return f"({a} {'<' if e.op == 'min' else '>'} {b} ? {a} : {b})", PRIMARY
@@ -293,8 +298,39 @@ static inline {t} tessel_floormod_{b}({t} a, {t} b) {{
 }
 
 
+# min and max of floats propagate NaN from either operand (tessel.ir.BinOp): `a > b ? a : b`
+# is one maxss/maxsd (b where the comparison fails, so b's NaN passes), the second test passes
+# a's. The printer puts a constant first, so that test folds away (relu: one instruction).
+MINMAX_HELPER = """\
+static inline {t} tessel_{op}_{b}({t} a, {t} b) {{
+    const {t} m = a {cmp} b ? a : b;
+    return a != a ? a : m;
+}}"""
+
+
+def minmax_helper(op: str, dtype: str) -> str:
+    """The C helper of a float min or max (float16 computes in float)."""
+    return f"tessel_{op}_{'f64' if dtype == 'float64' else 'f32'}"
+
+
+def is_number(e: Expr) -> bool:
+    """A constant other than NaN: min and max against it need no NaN test of it."""
+    return isinstance(e, FloatImm) and not math.isnan(e.value)
+
+
+def number_first(a: Expr, b: Expr, known: Callable[[Expr], bool]) -> tuple[Expr, Expr]:
+    """The operands of a float min or max with a `known` number first (min and max commute:
+    the same value either way, a NaN operand's NaN included; only a zero's sign may differ,
+    and number first gives relu(-0.0) = -0.0 as ONNX Runtime and torch do)."""
+    return (b, a) if known(b) and not known(a) else (a, b)
+
+
 def helper_source(name: str) -> str:
     bits = name[-3:]
+    if name.startswith(("tessel_min_", "tessel_max_")):
+        op = name.split("_")[1]
+        return MINMAX_HELPER.format(t="double" if bits == "f64" else "float", op=op, b=bits,
+                                    cmp="<" if op == "min" else ">")
     template = FLOOR_HELPERS[name[:-3] + "{b}"]
     return template.format(b=bits, t="int64_t" if bits == "i64" else "int32_t")
 

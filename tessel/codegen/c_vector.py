@@ -6,14 +6,20 @@ integer vectors with all bits set in true lanes; selects blend with them.
 """
 from __future__ import annotations
 
-from tessel.codegen.c_expr import C_TYPES, PRIMARY, TERNARY, ExprPrinter, Names
+from tessel.codegen.c_expr import (C_TYPES, PRIMARY, TERNARY, ExprPrinter, Names, is_number,
+                                   number_first)
 from tessel.codegen.lowered import (Broadcast, Lanes, MaskOf, Ramp, Register, VectorCall,
                                     VectorCast, VectorLoad, VectorOp, lanes_of, mask_of)
 from tessel.codegen.passes.vectorize import MASK_DTYPE, VECTOR_DTYPES
-from tessel.ir import Buffer, BufferLoad
+from tessel.ir import Buffer, BufferLoad, Expr, is_float
 
 _VEC_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", "%": "%", "<": "<", "<=": "<=",
             ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&", "or": "|"}
+
+
+def _is_number(e: Expr) -> bool:
+    """A constant other than NaN, or one broadcast to every lane."""
+    return is_number(e.value if isinstance(e, Broadcast) else e)
 
 
 def vtype(dtype: str, width: int) -> str:
@@ -52,6 +58,8 @@ class KernelExprs(ExprPrinter):
         if op == "?:":
             cond = self.operand(args[0], TERNARY)
             return f"({cond} ? {self(args[1])} : {self(args[2])})", PRIMARY
+        if op in ("min", "max") and is_float(e.dtype):
+            args = number_first(*args, _is_number)
         if op in ("select", "min", "max"):
             fn = self.type_of(e.dtype, e.lanes, op)
             if op == "select":
@@ -113,9 +121,39 @@ def _function_source(dtype: str, width: int, fn: str) -> str:
                  f"{', '.join(['x'] * width)}}}; }}",
         "select": f"static inline {t} {t}_select({m} m, {t} a, {t} b) {{\n"
                   f"    return ({t})((m & ({m})a) | (~m & ({m})b));\n}}",
-        "min": f"static inline {t} {t}_min({t} a, {t} b) {{ return {t}_select(a < b, a, b); }}",
-        "max": f"static inline {t} {t}_max({t} a, {t} b) {{ return {t}_select(a > b, a, b); }}",
+        "min": _minmax_source("min", dtype, width),
+        "max": _minmax_source("max", dtype, width),
     }[fn]
+
+
+# x86's min and max instructions, [dtype, width] -> guard, builtin: `a > b ? a : b` lane-wise
+# (b where the comparison fails, so b's NaN passes). GCC's 512-bit ones take a merge source,
+# a mask and a rounding mode; clang's differ by version, so clang computes them with selects.
+_X86_MINMAX = {("float32", 4): ("__SSE__", "ps"), ("float32", 8): ("__AVX__", "ps256"),
+               ("float64", 2): ("__SSE2__", "pd"), ("float64", 4): ("__AVX__", "pd256"),
+               ("float32", 16): ("__AVX512F__) && !defined(__clang__", "ps512_mask"),
+               ("float64", 8): ("__AVX512F__) && !defined(__clang__", "pd512_mask")}
+
+
+def _minmax_source(op: str, dtype: str, width: int) -> str:
+    """min or max; of floats NaN-propagating (tessel.ir.BinOp): the compare-select (or x86's
+    instruction) passes b's NaN, the OR with the mask of a's NaN lanes passes a's (all bits
+    set: a NaN). With a constant `a` (the printer puts it first) that OR folds away."""
+    t, m, cmp = vtype(dtype, width), vtype(MASK_DTYPE[dtype], width), "<" if op == "min" else ">"
+    head = f"static inline {t} {t}_{op}({t} a, {t} b) {{"
+    if dtype not in ("float32", "float64"):
+        return f"{head} return {t}_select(a {cmp} b, a, b); }}"
+    lines = [head]
+    if (dtype, width) in _X86_MINMAX:
+        guard, suffix = _X86_MINMAX[dtype, width]
+        merge = ", a, -1, 4" if suffix.endswith("_mask") else ""
+        lines += [f"#if defined({guard})",
+                  f"    {t} r = __builtin_ia32_{op}{suffix}(a, b{merge});", "#else"]
+    lines.append(f"    {t} r = {t}_select(a {cmp} b, a, b);")
+    if (dtype, width) in _X86_MINMAX:
+        lines.append("#endif")
+    lines += [f"    return ({t})(({m})r | (a != a));", "}"]
+    return "\n".join(lines)
 
 
 _NEEDS = {"min": ("select",), "max": ("select",), "load_s2": ("load",)}  # helpers' helpers

@@ -183,11 +183,14 @@ def _unary(op: str, **defaults: Any) -> Converter:
 
 
 def _clip(ctx: Importer, ins: list, attrs: dict) -> Value:
-    """Clip's bounds: attributes before opset 11, optional constant inputs since."""
+    """Clip's bounds: attributes before opset 11, optional constant inputs since. An absent
+    bound is float32's lowest or largest value, as the ONNX spec and ONNX Runtime have it:
+    Clip(inf, min=0) is 3.4e38 (torch.clamp's inf passes)."""
     lo = attrs["min"] if "min" in attrs else ctx.const(ins, 1, "min")
     hi = attrs["max"] if "max" in attrs else ctx.const(ins, 2, "max")
-    return ctx.out("clip", ins[:1], min=None if lo is None else float(lo),
-                   max=None if hi is None else float(hi))
+    largest = float(np.finfo(np.float32).max)
+    return ctx.out("clip", ins[:1], min=-largest if lo is None else float(lo),
+                   max=largest if hi is None else float(hi))
 
 
 def _batch_norm(ctx: Importer, ins: list, attrs: dict) -> Value:

@@ -120,7 +120,9 @@ class FloatImm(Expr):
 @dataclass(frozen=True, eq=False, repr=False)
 class BinOp(Expr):
     """`a <op> b`. Arithmetic ops: + - * / // % min max; comparisons: < <= > >= == !=;
-    logic: and or. `//` and `%` are floor division and floor modulo (Python semantics)."""
+    logic: and or. `//` and `%` are floor division and floor modulo (Python semantics);
+    min and max of floats propagate NaN from either operand (torch.maximum, np.maximum,
+    ONNX Runtime's Relu, Max, Clip): `eval_minmax`."""
 
     op: str
     a: Expr
@@ -231,8 +233,8 @@ def _fold(op: str, x: int | float, y: int | float, dtype: str) -> Expr | None:
     if op in ("//", "%") and is_float(dtype):
         return None
     fns = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "/": lambda: x / y,
-           "//": lambda: x // y, "%": lambda: x % y, "min": lambda: min(x, y),
-           "max": lambda: max(x, y)}
+           "//": lambda: x // y, "%": lambda: x % y, "min": lambda: eval_minmax("min", x, y),
+           "max": lambda: eval_minmax("max", x, y)}
     if op in fns:
         return const(fns[op](), dtype)
     cmp = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y,
@@ -382,6 +384,15 @@ def eval_intrinsic(name: str, *xs: float) -> float:
         "rsqrt": lambda x: 1.0 / math.sqrt(x), "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
     }
     return table[name](*xs)
+
+
+def eval_minmax(op: str, x: int | float, y: int | float) -> int | float:
+    """Reference semantics of min and max: a NaN operand (either one) is the result."""
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return min(x, y) if op == "min" else max(x, y)
 
 
 def as_int(e: ExprLike) -> int | None:

@@ -10,10 +10,15 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+static inline float tessel_max_f32(float a, float b) {
+    const float m = a > b ? a : b;
+    return a != a ? a : m;
+}
+
 static int32_t chain(const float* restrict X, float* restrict Y) {
     for (int32_t i = 0; i < 5; ++i) {
         // block Y
-        Y[i] = (floorf(expf(X[i]) / 2.0f) > X[(i + 4) % 5] * (-1.5f) ? floorf(expf(X[i]) / 2.0f) : X[(i + 4) % 5] * (-1.5f));
+        Y[i] = tessel_max_f32(floorf(expf(X[i]) / 2.0f), X[(i + 4) % 5] * (-1.5f));
     }
     return 0;
 }

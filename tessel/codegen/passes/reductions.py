@@ -17,8 +17,9 @@ loop becomes
     for kt in range(n % L): acc[i] = max(acc[i], f(n // L * L + kt))
 
 with `racc` a local buffer the writer keeps in a vector register. Sums are reassociated (as
-in every BLAS), max and min are exact. Softmax's and layer norm's row reductions, pooling
-over long windows and unscheduled dot products are what this serves.
+in every BLAS), max and min are exact (a NaN in any lane is the result's). Softmax's and layer
+norm's row reductions, pooling over long windows and unscheduled dot products are what this
+serves.
 """
 from __future__ import annotations
 

@@ -162,7 +162,8 @@ def test_foreign_and_corrupt_files_are_refused_and_left_untouched(tmp_path):
     data = bytearray(corrupt.read_bytes())
     data[100:] = b"\xff" * (len(data) - 100)
     corrupt.write_bytes(bytes(data))
-    for path, message in ((junk, "not an SQLite file"), (foreign, "another program"),
+    for path, message in ((junk, r"is not an SQLite database \(it is a text file\)"),
+                          (foreign, "another program"),
                           (corrupt, "is damaged .*tessel db recover")):
         before = path.read_bytes()
         with pytest.raises(DatabaseError, match=message):

@@ -16,7 +16,7 @@ from tessel.database.recover import check_file, recover
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    problems = check_file(args.db)
+    problems = check_file(args.db)  # a file that is no database at all: one line, exit 2
     if problems:
         print(f"{args.db} is damaged:", file=sys.stderr)
         for problem in problems:
@@ -24,7 +24,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"`tessel db recover {args.db} NEW.db` copies every readable record to a new "
               "file", file=sys.stderr)
         return 1
-    with Database(args.db) as db:
+    with Database(args.db, create=False) as db:
         print(f"{args.db}: ok; {len(db.workloads())} workloads, {len(db.targets())} targets, "
               f"{db.count()} records")
     return 0
@@ -36,7 +36,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with Database(args.db) as db:
+    with Database(args.db, create=False) as db:  # a missing file is refused, not created
         print(f"{args.db} -> {args.jsonl}: {db.export_jsonl(args.jsonl)} records")
     return 0
 

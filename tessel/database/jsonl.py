@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import tempfile
 import warnings
 from pathlib import Path
 from typing import Iterable
 
+from tessel.database.files import status
 from tessel.database.record import RECORD_COLUMNS, DatabaseError, TuningRecord, check
 from tessel.ir import structural_hash
 from tessel.ir.serialize import from_json as func_from_json
@@ -47,7 +49,9 @@ def write_lines(path: Path, workloads: Iterable[tuple[str, str, str]],
     """Write (key, name, func JSON) workload rows, (key, description, fingerprint JSON)
     target rows and records to `path`, atomically; return the number of records."""
     path = Path(path)
-    check(not path.is_dir(), f"{path} is a directory; give the name of a file to write")
+    there = status(path)
+    check(there is None or not stat.S_ISDIR(there.st_mode),
+          f"{path} is a directory; give the name of a file to write")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -90,7 +94,8 @@ def parse_lines(path: Path) -> tuple[list[tuple], list[tuple], list[tuple]]:
     """(workload rows, target rows, record rows) of an export file; DatabaseError naming the
     line on anything malformed, and on a file cut short."""
     path = Path(path)
-    check(path.is_file(), f"no such file to import: {path}")
+    there = status(path)
+    check(there is not None and stat.S_ISREG(there.st_mode), f"no such file to import: {path}")
     workloads, targets, records = [], [], []
     version, end, number = None, None, 0
     try:
@@ -109,6 +114,8 @@ def parse_lines(path: Path) -> tuple[list[tuple], list[tuple], list[tuple]]:
     except UnicodeDecodeError as err:
         raise DatabaseError(f"{path} is not a tessel records file (not UTF-8 text: byte "
                             f"{err.start} of a line)") from None
+    except OSError as err:
+        raise DatabaseError(f"cannot read {path}: {err.strerror or err}") from None
     check(version is not None, f"{path} is empty; nothing imported")
     _check_end(path, version, end, len(records))
     return workloads, targets, records

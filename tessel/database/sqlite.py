@@ -1,6 +1,7 @@
 """Tuning records: what was measured, where, and how fast — in one SQLite file.
 
     db = Database("records.db")                  # created if missing (and its directory)
+    db = Database("records.db", create=False)    # reading: a missing file is refused
     key = db.commit_workload(func)               # structural hash of the unscheduled program
     db.commit_results(target, candidates, results)   # one transaction per measured batch
     best = db.top_k(func, target, k=5)           # successful records, fastest first
@@ -12,7 +13,9 @@ committed. A record belongs to a workload (structural hash, names ignored) and a
 fingerprint (`Target.fingerprint_hash`: ISA, CPU model, cores, compiler): queries for one
 target never return records measured on another, and a stored fingerprint that differs from
 the target's (an edited or damaged file) is refused, not trusted by its key. A file that is not
-a tessel database (or of another schema version) raises DatabaseError and is left untouched.
+a tessel database (or of another schema version) raises DatabaseError saying what it is
+(tessel.database.files) and is left untouched; a full disk, an I/O error or a lock is said as
+such, never called damage.
 
 An existing file gets SQLite's quick integrity check when it is opened; a damaged one (and any
 later read or write that finds damage) raises DatabaseError naming the file and the way out:
@@ -24,11 +27,14 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from tessel.database.files import (OPEN_FILES, check_sqlite_file, connect_read_only,
+                                   sql_error, status, writable)
 from tessel.database.jsonl import export_lines, parse_lines
 from tessel.database.record import (IN_SEQUENCE, RECORD_COLUMNS, DatabaseError, TuningRecord,
                                     Workload, check, record_digest, target_key)
@@ -41,11 +47,6 @@ from tessel.target import Target
 FORMAT = "tessel.database"
 SCHEMA_VERSION = 3
 CLAIM_TTL_S = 3600.0  # a claim not committed after this long is taken over (its run hung)
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-# files this process holds open through a Database, with how many connections: closing any
-# descriptor of a file drops every POSIX lock this process holds on it, SQLite's included
-# (sqlite.org/howtocorrupt.html, 2.2), so an open file's header is never read directly
-_OPEN_FILES: dict[Path, int] = {}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS workloads (key TEXT PRIMARY KEY, name TEXT NOT NULL,
@@ -81,7 +82,7 @@ def _target_description(target: Target) -> str:
     return f"{target.cpu_model}; {target}"
 
 
-_DAMAGE = ("malformed", "not a database", "corrupt", "disk i/o error")
+_READ_ONLY = "this process may not write it or its directory (it is open for reading only)"
 
 
 def recover_hint(path: Path) -> str:
@@ -93,29 +94,34 @@ class Database:
     """SQLite store of workloads and tuning records; safe for several processes at once.
 
     With `check_integrity` (the default), an existing file is checked (SQLite's quick_check)
-    when opened, and a damaged one is refused."""
+    when opened, and a damaged one is refused. Without `create`, a missing or empty file is
+    refused instead of becoming a new database (reading commands: a typo creates nothing). A
+    file this process may not write, or whose directory it may not write (SQLite's -wal goes
+    there), is opened for reading only (`read_only`): queries work, writes raise
+    DatabaseError."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0,
-                 check_integrity: bool = True) -> None:
+                 check_integrity: bool = True, create: bool = True) -> None:
         self.path = Path(path).expanduser()
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._verified: set[str] = set()  # target keys whose stored fingerprint was compared
         self._file: Path | None = None
-        existed = self._check_file()
+        existed = self._check_file(create)
+        # a file this process may not write (or not create a -wal beside) is read, not written
+        self.read_only = existed and not writable(self.path)
         self._conn = None
         try:
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s,
-                                         isolation_level=None, check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            self._conn = self._connect()
             if existed and check_integrity:
                 self._quick_check()
             self._open_schema()
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
+            if not self.read_only:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._file = self.path.resolve()
-            _OPEN_FILES[self._file] = _OPEN_FILES.get(self._file, 0) + 1
+            OPEN_FILES[self._file] = OPEN_FILES.get(self._file, 0) + 1
         except (sqlite3.Error, DatabaseError) as err:
             if self._conn is not None:
                 self._conn.close()  # no -wal/-shm files left beside a refused file
@@ -123,9 +129,32 @@ class Database:
                 raise
             raise self._sql_error(err, "open") from None
 
-    def _check_file(self) -> bool:
-        """Whether the file exists with content; DatabaseError if it is not a database."""
-        check(not self.path.is_dir(), f"{self.path} is a directory, not a database file")
+    def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return connect_read_only(self.path, self.busy_timeout_s)
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        return conn
+
+    def _check_file(self, create: bool) -> bool:
+        """Whether the file exists with content; DatabaseError if it is not a database (or,
+        without `create`, if it is missing or empty)."""
+        st = status(self.path)
+        if st is None:
+            check(create, f"no database file {self.path}: it does not exist")
+            self._make_directory()
+            return False
+        if self.path.resolve() in OPEN_FILES:
+            return True  # checked when first opened; reading it now would drop its locks
+        if create and stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            return False  # a new database is written into it
+        check(not check_sqlite_file(self.path, st, "; it was left untouched"),
+              f"{self.path} is damaged (its SQLite header, the first 100 bytes, is unreadable); "
+              f"{recover_hint(self.path)}")
+        return True
+
+    def _make_directory(self) -> None:
         blocking = next((p for p in self.path.parents if p.exists() and not p.is_dir()), None)
         check(blocking is None, f"cannot create the directory of {self.path}: {blocking} is a "
                                 "file, not a directory")
@@ -134,15 +163,8 @@ class Database:
         except OSError as err:
             raise DatabaseError(f"cannot create the directory of {self.path}: "
                                 f"{err.strerror or err}") from None
-        if self.path.resolve() in _OPEN_FILES:
-            return True  # checked when first opened; reading it now would drop its locks
-        if self.path.exists() and self.path.stat().st_size > 0:
-            with open(self.path, "rb") as file:
-                magic = file.read(len(_SQLITE_MAGIC))
-            check(magic == _SQLITE_MAGIC, f"{self.path} is not a tessel database (not an SQLite "
-                                           "file); it was left untouched")
-            return True
-        return False
+        check(os.access(self.path.parent, os.W_OK),
+              f"cannot create {self.path}: this process may not write its directory")
 
     def _quick_check(self) -> None:
         problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(3)")]
@@ -151,14 +173,9 @@ class Database:
                                   f"{recover_hint(self.path)}")
 
     def _sql_error(self, err: sqlite3.Error, doing: str) -> DatabaseError:
-        """One DatabaseError for an SQLite failure: damage, a lock held too long, or else."""
-        text = str(err)
-        if any(word in text.lower() for word in _DAMAGE):
-            return DatabaseError(f"{self.path} is damaged ({text}); {recover_hint(self.path)}")
-        if "locked" in text or "busy" in text:
-            return DatabaseError(f"{self.path} stayed locked by another process for "
-                                 f"{self.busy_timeout_s:g} s ({doing}: {text})")
-        return DatabaseError(f"cannot {doing} {self.path}: {text}")
+        """One DatabaseError for an SQLite failure: damage, a full disk, a lock held too
+        long, or else."""
+        return sql_error(self.path, err, doing, self.busy_timeout_s, recover_hint(self.path))
 
     def _open_schema(self) -> None:
         tables = {r[0] for r in self._conn.execute(
@@ -167,6 +184,8 @@ class Database:
                f"{self.path} is an SQLite file of another program (tables: "
                f"{', '.join(sorted(tables))}); it was left untouched")
         if not tables:
+            check(not self.read_only, f"{self.path} is an SQLite file without tables, and "
+                                      f"{_READ_ONLY}")
             self._write(_create_schema)
         meta = dict(self._conn.execute("SELECT key, value FROM meta"))
         check(meta.get("format") == FORMAT,
@@ -177,10 +196,14 @@ class Database:
               f"{self.path} has tessel database schema version {meta.get('version')}, but this "
               f"tessel reads version {SCHEMA_VERSION}")
         if version < SCHEMA_VERSION:
+            check(not self.read_only, f"{self.path} has tessel database schema version "
+                                      f"{version}, to be brought up to {SCHEMA_VERSION} by "
+                                      f"writing it, but {_READ_ONLY}")
             self._write(lambda c: _migrate(c, version))
 
     def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run `body` in one IMMEDIATE transaction (all or nothing)."""
+        check(not self.read_only, f"cannot store anything in {self.path}: {_READ_ONLY}")
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -331,28 +354,44 @@ class Database:
         return last, [TuningRecord.from_row(r[1:]) for r in rows]
 
     def claim(self, workload: PrimFunc | str, target: Target, programs: Sequence[str],
-              run: str) -> list[bool]:
+              run: str, budget: int | None = None) -> list[bool]:
         """Claim programs (structural hashes of scheduled programs) of a workload for `run` to
         measure; True for each granted: one no run has measured, and no other live run is
         measuring (a claim of a process that is gone, or older than CLAIM_TTL_S, is taken
-        over). Runs sharing the file so never measure a program twice."""
+        over). Runs sharing the file so never measure a program twice. With `budget`, no
+        claim is granted that would make the workload's `trials` exceed it (runs sharing a
+        budget so never overshoot it, checked in the same transaction)."""
         self._verify_target(target)
         keys = (_workload_key(workload), target_key(target))
         me = (run, os.getpid(), socket.gethostname(), time.time())
 
         def body(c: sqlite3.Connection) -> list[bool]:
+            room = budget - _trials(c, *keys) if budget is not None else len(programs)
             granted = []
             for program in programs:
                 held = c.execute("SELECT run, pid, host, claimed_at, done FROM claims WHERE "
                                  "workload = ? AND target = ? AND program = ?",
                                  (*keys, program)).fetchone()
-                ok = held is None or (not held[4] and (held[0] == run or _stale(*held[1:4])))
+                mine = held is not None and not held[4] and held[0] == run  # counted already
+                ok = mine or room > 0 and (held is None or not held[4] and _stale(*held[1:4]))
                 if ok:
                     c.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
                               (*keys, program, *me))
+                    room -= not mine
                 granted.append(ok)
             return granted
         return self._write(body)
+
+    def trials(self, workload: PrimFunc | str, target: Target | str) -> int:
+        """The trials of `workload` on `target` stored or under way: its records, plus the
+        programs live runs have claimed and not yet committed (what a shared budget counts)."""
+        self._verify_target(target)
+        keys = (_workload_key(workload), target_key(target))
+        with self._lock:
+            try:
+                return _trials(self._conn, *keys)
+            except sqlite3.Error as err:
+                raise self._sql_error(err, "read") from None
 
     def release(self, workload: PrimFunc | str, target: Target, programs: Sequence[str],
                 run: str) -> None:
@@ -409,9 +448,9 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-            count = _OPEN_FILES.pop(self._file, 0) - 1 if self._file is not None else 0
+            count = OPEN_FILES.pop(self._file, 0) - 1 if self._file is not None else 0
             if count > 0:
-                _OPEN_FILES[self._file] = count
+                OPEN_FILES[self._file] = count
             self._file = None
 
     def __enter__(self) -> "Database":
@@ -428,6 +467,15 @@ class Imported(int):
         out = super().__new__(cls, new)
         out.read = read
         return out
+
+
+def _trials(c: sqlite3.Connection, workload: str, target: str) -> int:
+    """Records of a workload on a target, plus the claims of live runs not yet committed."""
+    where, args = _filters(workload, target)
+    stored = c.execute(f"SELECT COUNT(*) FROM records{where}", args).fetchone()[0]
+    pending = c.execute("SELECT pid, host, claimed_at FROM claims WHERE workload = ? AND "
+                        "target = ? AND done = 0", (workload, target)).fetchall()
+    return stored + sum(not _stale(*row) for row in pending)
 
 
 def _stale(pid: int, host: str, claimed_at: float) -> bool:

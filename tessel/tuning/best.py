@@ -10,6 +10,7 @@ from typing import Sequence
 
 from tessel.codegen import Module, build
 from tessel.database import Database
+from tessel.database.files import status
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.schedule import Schedule, ScheduleError
@@ -23,19 +24,35 @@ class TuneError(TesselError, ValueError):
 
 def apply_best(func: PrimFunc, target: Target | None = None,
                database: str | Path | Database = "tessel.db", *, strict: bool = False) -> Module:
-    """Build the best program the database knows for `func` on `target`. With nothing stored,
-    warn and build the unscheduled program (strict: raise TuneError)."""
+    """Build the best program the database knows for `func` on `target`. With nothing stored
+    (or no database file of that name: it is not created), warn and build the unscheduled
+    program (strict: raise TuneError)."""
     target = target if target is not None else Target("host")
-    db = database if isinstance(database, Database) else Database(database)
-    mod = best_module(func, target, db)
+    db = _open(database)
+    try:
+        mod = best_module(func, target, db) if db is not None else None
+    finally:
+        if db is not None and db is not database:
+            db.close()
     if mod is not None:
         return mod
-    msg = (f"the database {db.path} holds no valid tuning record of {func.name} for target "
-           f"{target}; run `tessel tune` first")
+    where = (f"the database {db.path}" if db is not None else
+             f"the database {Path(database).expanduser()} does not exist, so it")
+    msg = (f"{where} holds no valid tuning record of {func.name} for target {target}; run "
+           "`tessel tune` first")
     if strict:
         raise TuneError(msg)
     warnings.warn(msg + " (building the unscheduled program)", stacklevel=2)
     return build(func, target)
+
+
+def _open(database: str | Path | Database) -> Database | None:
+    """The database to read; None when no file of that name exists (reading creates none)."""
+    if isinstance(database, Database):
+        return database
+    if status(Path(database).expanduser()) is None:
+        return None
+    return Database(database, create=False)
 
 
 def best_module(func: PrimFunc, target: Target, db: Database) -> Module | None:

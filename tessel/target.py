@@ -1,6 +1,9 @@
 """Target: the CPU a kernel is compiled for (ISA features, vector width, cores, caches, C compiler).
 
-``Target("host")`` (the default) probes this machine once per process. The named presets
+``Target("host")`` (the default) probes this machine once per process; with
+``$TESSEL_HOST_ISA`` set to a preset of the host's architecture (read at that probe, e.g.
+``x86_64-avx2`` on an AVX-512 machine) the host is taken to have only that preset's ISA
+features, so a suite can be run as it runs on such a CPU. The named presets
 (``Target("x86_64-avx2")`` ...) describe a generic CPU with a given ISA; they are deterministic
 (1 core, default cache sizes) so they suit tests and cross-compilation. Any field can be
 overridden by keyword: ``Target("host", cores=1)``, ``Target("x86_64-avx2", cores=8)``.
@@ -41,6 +44,7 @@ _X86_FEATURES = frozenset({
 _ARM_FEATURES = frozenset({
     "neon", "asimd", "asimdhp", "asimddp", "fphp", "i8mm", "bf16", "sve", "sve2", "sme",
 })
+_KNOWN_FEATURES = {"x86_64": _X86_FEATURES, "aarch64": _ARM_FEATURES}
 _ALIASES = {"avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "sse4.1": "sse4_1",
             "sse4.2": "sse4_2", "avx512": "avx512f"}
 _BASELINE = {"x86_64": frozenset({"sse2"}), "aarch64": frozenset({"neon", "asimd"})}
@@ -140,8 +144,52 @@ def _probe_host() -> dict[str, Any]:
                 l1d_bytes=l1d, l2_bytes=l2, l3_bytes=l3)
 
 
+HOST_ISA_VARIABLE = "TESSEL_HOST_ISA"
+# gcc's names for the features whose -mno-* flag is not "-mno-" + the name without "_"
+_GCC_FEATURE = {"sse4_1": "sse4.1", "sse4_2": "sse4.2", "amx_tile": "amx-tile",
+                "amx_int8": "amx-int8", "amx_bf16": "amx-bf16"}
+
+
 @functools.cache
-def _default_compiler() -> str:
+def _host() -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The host's fields and ISA flags: as probed, or limited to the preset named by
+    $TESSEL_HOST_ISA (its features only; -march=native without the others)."""
+    probed = _probe_host()
+    native = ("-mcpu=native",) if probed["arch"] == "aarch64" else ("-march=native",)
+    name = os.environ.get(HOST_ISA_VARIABLE, "")
+    if not name:
+        return probed, native
+    preset = _PRESETS.get(name)
+    _check(preset is not None and preset.arch == probed["arch"],
+           f"${HOST_ISA_VARIABLE}={name!r} is not a preset of this {probed['arch']} host; "
+           f"use one of {[n for n, p in _PRESETS.items() if p.arch == probed['arch']]}")
+    missing = preset.features - probed["features"]
+    _check(not missing, f"${HOST_ISA_VARIABLE}={name}: this host lacks "
+                        f"{', '.join(sorted(missing))}, so it cannot run as {name}")
+    extra = sorted(probed["features"] - preset.features)
+    flags = native + tuple(f"-mno-{_GCC_FEATURE.get(f, f.replace('_', ''))}" for f in extra)
+    return {**probed, "features": preset.features}, flags
+
+
+def host_arch() -> str:
+    """This machine's architecture: "x86_64", "aarch64", ..."""
+    return _normalize_arch(platform.machine())
+
+
+def cross_compiler_name(arch: str) -> str:
+    """The name Debian's cross gcc for `arch` has on PATH (package gcc-<arch>-linux-gnu)."""
+    return f"{arch}-linux-gnu-gcc"
+
+
+@functools.cache
+def _default_compiler(arch: str) -> str:
+    """For another architecture than this host's, its cross gcc when it is on PATH; else the
+    first of cc, gcc, clang (a build for another architecture with it then fails with one line
+    naming the package to install: tessel.codegen.emulate)."""
+    if arch != host_arch():
+        cross = shutil.which(cross_compiler_name(arch))
+        if cross:
+            return cross
     for name in ("cc", "gcc", "clang"):
         path = shutil.which(name)
         if path:
@@ -174,17 +222,17 @@ def _defaults(name: str) -> dict[str, Any]:
     _check(isinstance(name, str) and name in VALID_TARGETS,
            f"unknown target {name!r}; valid targets: {', '.join(VALID_TARGETS)}")
     if name == "host":
-        return dict(_probe_host())
+        return dict(_host()[0])
     preset = _PRESETS[name]
     l1d, l2, l3 = _DEFAULT_CACHES
     return dict(arch=preset.arch, cpu_model="generic", features=preset.features, cores=1,
                 l1d_bytes=l1d, l2_bytes=l2, l3_bytes=l3)
 
 
-def _isa_flags(name: str, arch: str) -> tuple[str, ...]:
+def _isa_flags(name: str) -> tuple[str, ...]:
     if name != "host":
         return _PRESETS[name].isa_flags
-    return ("-mcpu=native",) if arch == "aarch64" else ("-march=native",)
+    return _host()[1]
 
 
 def _vector_bits(features: frozenset[str]) -> int:
@@ -212,14 +260,18 @@ def _str_collection(value: Any, key: str) -> tuple[str, ...]:
 
 def _complete(name: str, values: dict[str, Any]) -> dict[str, Any]:
     """Derive the fields not given (vector width, cflags, compiler) and normalize types."""
-    features = _str_collection(values["features"], "features")
-    values["features"] = frozenset(f.lower() for f in features)
+    features = frozenset(_canonical(f) for f in _str_collection(values["features"], "features"))
+    known = _KNOWN_FEATURES.get(values["arch"])
+    unknown = sorted(features - known) if known is not None else []
+    _check(not unknown, f"unknown {values['arch']} feature(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(sorted(known or ()))}")
+    values["features"] = features
     values.setdefault("vector_bits", _vector_bits(values["features"]))
     values.setdefault("vector_registers", _vector_registers(values["arch"], values["features"]))
-    values.setdefault("cflags", ("-O3", *_isa_flags(name, values["arch"]), *_COMMON_CFLAGS))
+    values.setdefault("cflags", ("-O3", *_isa_flags(name), *_COMMON_CFLAGS))
     values["cflags"] = _str_collection(values["cflags"], "cflags")
     if "compiler" not in values:
-        values["compiler"] = _default_compiler()
+        values["compiler"] = _default_compiler(str(values["arch"]))
     elif "compiler_version" not in values:
         compiler = values["compiler"]
         _check(isinstance(compiler, str), f"compiler must be a string, got {compiler!r}")
@@ -315,6 +367,24 @@ class Target:
                f"unknown dtype {dtype!r}; valid dtypes: {sorted(_DTYPE_BITS)}")
         return max(1, self.vector_bits // _DTYPE_BITS[dtype])
 
+    def host_gap(self) -> str:
+        """Why this machine cannot run code built for this target ("" when it can): another
+        architecture, or ISA features its CPU lacks (their instructions would kill the process
+        with SIGILL)."""
+        host = _host()[0]
+        if self.arch != host["arch"]:
+            return f"this host is {host['arch']}, not {self.arch}"
+        missing = self.features - host["features"]
+        if missing:
+            return f"this host's CPU ({host['cpu_model']}) lacks {', '.join(sorted(missing))}"
+        return ""
+
+    def check_runs_here(self, what: str = "code") -> None:
+        """Raise TargetError when this machine cannot run code built for this target."""
+        gap = self.host_gap()
+        _check(not gap, f"{what} for {self} cannot run on this machine: {gap}; use "
+                        "Target('host') or a preset this CPU has")
+
     @property
     def isa_family(self) -> str:
         """The architecture and its widest vector ISA, e.g. "x86_64-avx512", "aarch64-neon":
@@ -357,3 +427,14 @@ class Target:
         plural = "core" if self.cores == 1 else "cores"
         return (f"{self.arch} {_isa_summary(self.features)} {self.vector_bits}-bit "
                 f"x{self.cores} {plural} ({_compiler_label(self.compiler_version)})")
+
+
+def as_target(target: Target | str | None) -> Target:
+    """`target` as a Target, for an API that takes one: None is this host, a string names the
+    host or a preset (Target(name)); anything else is refused with TargetError."""
+    if target is None or isinstance(target, str):
+        return Target(target if target is not None else "host")
+    _check(isinstance(target, Target), f"target must be a tessel.Target (e.g. Target('host')) "
+                                       f"or a target name, got {type(target).__name__} "
+                                       f"{target!r}")
+    return target

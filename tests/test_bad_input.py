@@ -34,7 +34,21 @@ def files(tmp_path_factory) -> Path:
     (root / "empty.onnx").write_bytes(b"")
     (root / "a_file").write_text("not a directory\n")
     (root / "a_dir").mkdir()
+    _dynamic_onnx(root / "dyn.onnx")
     return root
+
+
+def _dynamic_onnx(path: Path) -> None:
+    """A Relu whose input's first dimension is open ("batch")."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "dyn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
 
 
 CASES = [
@@ -49,6 +63,14 @@ CASES = [
                                        "'8,x,8'"),
     ("tune --op nosuch", "tessel tune: unknown operator 'nosuch'; known: "),
     ("tune NOPE", "tessel tune: unknown workload 'NOPE'; see `tessel ops`, or use --op"),
+    ("tune --op matmul --shape 8,8,8,8",
+     "tessel tune: matmul takes 3 sizes (M, N, K), got 4 in --shape 8,8,8,8"),
+    ("best --op relu --shape 4,8 --db {root}/typo.db",  # accepted: relu takes one shape
+     "tessel best: no database {root}/typo.db"),
+    ("tune --op matmul --shape 2097152,2097152,2097152",  # 16 TiB a buffer
+     "tessel tune: matmul[2097152,2097152,2097152]: its buffers (A, B, C) take 48 TiB, more "
+     "than the "),
+    ("tune --op matmul --shape 1000000000,1000000000,1000000000", "tessel tune: "),
     # the search's parts
     ("tune GMM --strategy magic", "tessel tune: unknown search strategy 'magic'; use one of "
                                   "['annealing', 'evolutionary', 'ga', 'genetic', 'grid', "
@@ -57,7 +79,43 @@ CASES = [
                                     "['ensemble', 'pretrained', 'random', 'transfer', "
                                     "'treegru', 'xgb', 'xgb-reg']"),
     ("tune GMM --space magic", "tessel tune: unknown space 'magic'; known: auto, "),
-    ("tune GMM --trials 0", "tessel tune: trials must be a positive int, got 0"),
+    ("tune GMM --strategy magic --db {root}/new.db", "tessel tune: unknown search strategy "),
+    ("tune-model {root}/dyn.onnx --strategy magic --db {root}/m5.db",
+     "tessel tune-model: unknown search strategy 'magic'"),
+    ("tune-model {root}/dyn.onnx --cost-model magic --db {root}/m5.db",
+     "tessel tune-model: unknown cost model 'magic'"),
+    ("tune GMM --scheduler tcp://127.0.0.1:9",
+     "tessel tune: --scheduler and --device go with --runner dask"),
+    ("tune GMM --runner dask --device cpu",
+     "tessel tune: --runner dask needs --scheduler ADDRESS and --device KEY"),
+    # numbers on the command line: argparse's one line
+    ("tune GMM --trials 0", "tessel tune: argument --trials: must be an int >= 1, got '0' "
+                            "(see `tessel tune -h`)"),
+    ("tune GMM --trials many", "tessel tune: argument --trials: must be an int >= 1, got "
+                               "'many'"),
+    ("tune GMM --batch-size 0", "tessel tune: argument --batch-size: must be an int >= 1"),
+    ("tune GMM --early-stopping -3", "tessel tune: argument --early-stopping: must be an int "
+                                     ">= 1"),
+    ("tune GMM --seed -1", "tessel tune: argument --seed: must be an int >= 0, got '-1'"),
+    ("suite NRM --budget nan", "tessel suite: argument --budget: must be seconds > 0 and <= "
+                               "3600, got 'nan'"),
+    ("suite --budget -1", "tessel suite: argument --budget: must be seconds > 0"),
+    ("suite --budget inf", "tessel suite: argument --budget: must be seconds > 0"),
+    ("tasks resnet18 --image -5", "tessel tasks: argument --image: must be an int from 1 to "
+                                  "4096, got '-5'"),
+    ("tasks dqn --image 0", "tessel tasks: argument --image: must be an int from 1 to 4096, "
+                            "got '0'"),
+    ("run-model dqn --repeat 0", "tessel run-model: argument --repeat: must be an int >= 1, "
+                                 "got '0'"),
+    ("run-model dqn --seed x", "tessel run-model: argument --seed: must be an int >= 0"),
+    ("tune-model dqn --select 999999", "tessel tune-model: argument --select: must be an int "
+                                       "from 0 to 64, got '999999'"),
+    ("tune-model dqn --trials 0", "tessel tune-model: argument --trials: must be an int >= 1"),
+    ("tune-model dqn --batch-size -2", "tessel tune-model: argument --batch-size: must be an "
+                                       "int >= 1"),
+    ("worker --scheduler tcp://127.0.0.1:9 --device cpu --wait 0",
+     "tessel worker: argument --wait: must be seconds > 0"),
+    ("", "tessel: the following arguments are required: command"),
     # files: the database
     ("tune GMM --db {root}/a_file/x.db",
      "tessel tune: cannot create the directory of {root}/a_file/x.db: {root}/a_file is a file, "
@@ -98,6 +156,18 @@ CASES = [
     ("run-model {root}/missing.onnx", "tessel run-model: no such model file: "
                                       "{root}/missing.onnx"),
     ("tasks nomodel", "tessel tasks: 'nomodel' is neither an ONNX file nor a zoo model"),
+    # a model's flags: each applies to ONNX files or to zoo models, never ignored
+    ("tasks {root}/dyn.onnx", "tessel tasks: input x: dim 0 (batch) is dynamic; pass --input "
+                              "x=d0,d1,... with a concrete size"),
+    ("tasks {root}/dyn.onnx --input x=0,8", "tessel tasks: --input takes NAME=d0,d1,... with "
+                                           "positive sizes, got 'x=0,8'"),
+    ("tasks {root}/dyn.onnx --input x=2,8,1", "tessel tasks: input x: --input gives (2, 8, 1), "
+                                             "but the model's input has rank 2"),
+    ("tasks {root}/dyn.onnx --image 64", "tessel tasks: --image applies to zoo models; "
+                                         "{root}/dyn.onnx is an ONNX file"),
+    ("tasks dqn --frontend onnx --input x=1,4,84,84",
+     "tessel tasks: --input applies to ONNX files; zoo model dqn's inputs are fixed"),
+    ("run-model dqn --input x=1,4,84,84", "tessel run-model: --input applies to ONNX files"),
 ]
 
 

@@ -1,10 +1,19 @@
-"""`tessel tune`, `tessel best` and `tessel report` on a tiny operator, and their errors."""
+"""`tessel tune`, `tessel best` and `tessel report` on a tiny operator, and their errors; the
+bounds on what a command line can ask for (the priors' divisors, in-sequence selection) and a
+Dask scheduler that does not answer."""
+import math
 import re
 
+import numpy as np
 import pytest
 
+import tessel
+from tessel import ops
 from tessel.cli import main
 from tessel.database import Database
+from tessel.graph import GraphError
+from tessel.space import make_space
+from tessel.space.priors import _divisors, ranked_priors
 
 
 def test_tune_then_best_then_report(tmp_path, capsys):
@@ -41,10 +50,71 @@ def test_bad_command_lines_are_named(argv, message, capsys, tmp_path):
 
 
 def test_tune_model_refuses_a_negative_selection(capsys):
-    with pytest.raises(SystemExit) as stop:
-        main(["tune-model", "resnet18", "--select", "-1"])
-    assert stop.value.code == 2
-    assert "--select: must be an int >= 0, got '-1'" in capsys.readouterr().err
+    assert main(["tune-model", "resnet18", "--select", "-1"]) == 2
+    assert capsys.readouterr().err == "tessel tune-model: argument --select: must be an int " \
+                                      "from 0 to 64, got '-1' (see `tessel tune-model -h`)\n"
+
+
+def test_a_dask_scheduler_that_does_not_answer_is_one_line(monkeypatch, capsys, tmp_path):
+    """Dask's own connect timeout was 30 s, then an OSError traceback; nothing is created."""
+    pytest.importorskip("distributed")
+    from tessel.measure import dask
+    monkeypatch.setattr(dask, "CONNECT_TIMEOUT_S", 0.5)
+    db = tmp_path / "r.db"
+    assert main(["tune", "GMM", "--runner", "dask", "--scheduler", "tcp://127.0.0.1:9",
+                 "--device", "cpu", "--db", str(db)]) == 2
+    assert capsys.readouterr().err == "tessel tune: no Dask scheduler answered at " \
+        "tcp://127.0.0.1:9 within 0.5 s; start one (`dask scheduler`) or check the address\n"
+    assert not db.exists()
+    with pytest.raises(dask.DaskError, match="'nowhere' is not a Dask scheduler address"):
+        dask.DaskRunner("nowhere", device="cpu")
+
+
+def test_in_sequence_selection_tries_no_more_ranks_than_records(tmp_path, monkeypatch, capsys):
+    """`tune-model M --select N` with 2 records compiled N variants of the model (999999: past
+    150 s); each rank past a task's records repeats its slowest, so 2 variants say it all."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from tessel.graph import select
+    weight = numpy_helper.from_array(np.ones((16, 16), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "mm.onnx")
+    compiled = []
+
+    def counted(*args):
+        compiled.append(args[-1])
+        assert len(compiled) <= 2, "a variant per requested rank"
+        return compile_variant(*args)
+    compile_variant = select._compile
+    monkeypatch.setattr(select, "_compile", counted)
+    db = str(tmp_path / "r.db")
+    assert main(["tune-model", str(tmp_path / "mm.onnx"), "--trials", "2", "--batch-size",
+                 "2", "--strategy", "random", "--cost-model", "random", "--select", "64",
+                 "--db", db]) == 0
+    assert "in-sequence selection: " in capsys.readouterr().out
+    assert compiled[0] == 0 and len(compiled) <= 2
+    with pytest.raises(GraphError, match="candidates must be an int >= 1 and <= 64"):
+        select.select_in_sequence(str(tmp_path / "mm.onnx"), database=db, candidates=999999)
+
+
+def test_prior_divisors_come_from_prime_factors():
+    """The expert priors counted divisors one by one: a 10**9-wide matmul hung the search."""
+    assert _divisors(10**18) == sorted(2**a * 5**b for a in range(19) for b in range(19))
+    assert all(_divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+               for n in range(1, 500))
+    assert _divisors(2**31 - 1) == [1, 2**31 - 1]  # a prime
+    space = make_space("auto", tessel.Target("host"))
+    priors = ranked_priors(space, ops.matmul(8, 10**9, 8))
+    assert priors
+    for design, decisions in priors:
+        tiles = [decisions[s] for s in design.sampling_sites()
+                 if isinstance(decisions.get(s), tuple) and math.prod(decisions[s]) == 10**9]
+        assert tiles, decisions
 
 
 def test_best_and_report_on_an_empty_database(tmp_path, capsys):

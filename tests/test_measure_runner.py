@@ -21,8 +21,9 @@ def target():
 
 
 @pytest.fixture(scope="module")
-def runner(target):  # every candidate timed in full (its tests count the repeats)
-    with LocalRunner(target, timeout_s=1.0, min_repeat_ms=1.0, stop_ratio=0) as r:
+def runner(target):  # every candidate timed in full (its tests count the repeats); 5 s: a
+    # hang is found in that, and a loaded machine still times a right kernel well within it
+    with LocalRunner(target, timeout_s=5.0, min_repeat_ms=1.0, stop_ratio=0) as r:
         yield r
 
 
@@ -42,7 +43,7 @@ def test_failures_become_error_kinds_and_the_runner_goes_on(runner, target, tmp_
                      "syntax": "compile_error"}
     assert "SIGSEGV" in results[0].error_msg
     assert "SIGABRT" in results[2].error_msg and "kernel gives up" in results[2].error_msg
-    assert "within 1 s" in results[4].error_msg
+    assert "within 5 s" in results[4].error_msg
     assert "(20,)" in results[6].error_msg and "(3,)" in results[7].error_msg
     assert "status 7" in results[9].error_msg
     for k in (1, 3, 5, 11):

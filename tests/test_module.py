@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from tessel import ir, te
+from tessel import TesselError, ir, te
 from tessel.codegen import Module, build, compiler
 from tessel.codegen.module import KernelSequence
 from tessel.codegen.passes.blocks import STACK_LIMIT_BYTES
@@ -73,8 +73,9 @@ def test_bad_calls_name_the_parameter(add_module, case, error, pattern):
         args = (a, b, c)
     else:
         args = (a, b, a)
-    with pytest.raises(error, match=pattern):
+    with pytest.raises(error, match=pattern) as raised:
         add_module(*args)
+    assert isinstance(raised.value, TesselError)  # tessel's own one-line message
     with pytest.raises(error, match=pattern):
         add_module.time(*args)
 

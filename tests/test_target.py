@@ -1,10 +1,14 @@
 import dataclasses
 import json
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tessel import target as target_module
 from tessel.target import VALID_TARGETS, Target, TargetError, _parse_cpuinfo, _read_caches
 
 
@@ -184,3 +188,65 @@ def test_read_caches_from_sysfs_tree(tmp_path):
             (d / name).write_text(value + "\n")
     assert _read_caches(tmp_path) == (48 << 10, 2 << 20, 30 << 20)
     assert _read_caches(tmp_path / "missing") == (32 << 10, 1 << 20, 8 << 20)
+
+
+def test_features_are_canonical_and_unknown_ones_refused():
+    assert Target("host", features={"AVX512", "avx2"}).features == {"avx512f", "avx2"}
+    with pytest.raises(TargetError, match="unknown x86_64 feature.*avx1024; known: "):
+        Target("x86_64-avx2", features={"avx2", "avx1024"})
+    with pytest.raises(TargetError, match="unknown aarch64 feature.*avx2"):
+        Target("aarch64-neon", features={"neon", "avx2"})
+
+
+AVX2_HOST = dict(arch="x86_64", cpu_model="An AVX2 CPU", features=frozenset(
+    {"sse2", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c"}), cores=2, l1d_bytes=32768,
+    l2_bytes=524288, l3_bytes=33554432)
+
+
+@pytest.fixture
+def avx2_host(monkeypatch):
+    """This process sees an AVX2-only x86-64 host (a Zen 3), whatever the machine is."""
+    monkeypatch.setattr(target_module, "_host", lambda: (AVX2_HOST, ("-march=native",)))
+
+
+def test_code_the_host_cannot_run_is_refused_before_it_loads(avx2_host):
+    """Calling AVX-512 code on an AVX2 CPU killed the process with SIGILL: the module now
+    refuses to load, naming what the host lacks; so does a runner measuring for that target."""
+    from tessel import build, ops
+    from tessel.measure import LocalRunner
+    avx512 = Target("x86_64-avx512")
+    assert "avx512f" in avx512.host_gap() and "An AVX2 CPU" in avx512.host_gap()
+    assert Target("x86_64-avx2").host_gap() == "" and Target("host").host_gap() == ""
+    assert Target("aarch64-neon").host_gap() == "this host is x86_64, not aarch64"
+    if Target("host").arch != "x86_64":
+        return  # an x86-64 compiler would be needed to build the kernel
+    with pytest.raises(TargetError, match=r"kernel matmul for x86_64 avx512\+fma 512-bit .* "
+                                          r"cannot run on this machine: .*lacks avx512bw"):
+        build(ops.matmul(4, 4, 4), avx512)
+    with pytest.raises(TargetError, match="measuring kernels for x86_64 avx512"):
+        LocalRunner(avx512)
+
+
+def _probe_in_subprocess(host_isa: str) -> subprocess.CompletedProcess:
+    code = "from tessel import Target; t = Target('host'); print(sorted(t.features), t.cflags)"
+    env = {**os.environ, "TESSEL_HOST_ISA": host_isa}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.skipif(not Target("x86_64-avx2").features <= Target("host").features,
+                    reason="the host is not an AVX2 (or wider) x86-64 CPU")
+def test_host_isa_variable_runs_the_host_as_a_narrower_preset():
+    """$TESSEL_HOST_ISA=x86_64-avx2 makes an AVX-512 machine probe as a Zen 3 would (the
+    suite can then be run as it runs there); it cannot widen the host or cross arches."""
+    proc = _probe_in_subprocess("x86_64-avx2")
+    assert proc.returncode == 0, proc.stderr
+    assert str(sorted(Target("x86_64-avx2").features)) in proc.stdout
+    assert "-march=native" in proc.stdout
+    if "avx512f" in target_module._probe_host()["features"]:
+        assert "-mno-avx512f" in proc.stdout
+    proc = _probe_in_subprocess("aarch64-neon")
+    assert "TargetError: $TESSEL_HOST_ISA='aarch64-neon' is not a preset of this x86_64 host" \
+        in proc.stderr
+    if "avx512f" not in target_module._probe_host()["features"]:  # the CPU, not $TESSEL_HOST_ISA
+        proc = _probe_in_subprocess("x86_64-avx512")
+        assert "this host lacks avx512bw" in proc.stderr

@@ -278,3 +278,119 @@ def test_tune_closes_the_database_it_opened_and_keeps_one_it_was_given(tmp_path)
     assert db.count() == 4  # still open
     fake_tune(ops.matmul(16, 16, 16), 4, tmp_path / "own.db")
     assert not list(tmp_path.glob("own.db-wal"))  # closed: SQLite removed its WAL
+
+
+# ---- runs sharing a database share its budget ----
+
+class GatedRunner(FakeRunner):
+    """Holds its first batch until the test opens the gate, and says when it got there."""
+    def __init__(self):
+        super().__init__()
+        self.arrived, self.gate = threading.Event(), threading.Event()
+
+    def run(self, cands, builds):
+        if self.batches == 0:
+            self.arrived.set()
+            self.gate.wait()
+        return super().run(cands, builds)
+
+
+def run_in_threads(jobs):
+    """Start each job in a thread; return a function that joins them and gives their results
+    (re-raising the first error)."""
+    results, errors = [None] * len(jobs), []
+
+    def call(k):
+        try:
+            results[k] = jobs[k]()
+        except BaseException as err:  # noqa: BLE001 (re-raised in the test's thread)
+            errors.append(err)
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(len(jobs))]
+
+    def join():
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return results
+    return threads, join
+
+
+def test_runs_sharing_a_database_never_overshoot_its_budget(tmp_path):
+    """Run A claims its first batch and the next one and is held measuring; run B then gets
+    only what is left of the 12 trials (before, it claimed a whole batch beyond them, and
+    each measured two batches: 16 records). Both report the database's best."""
+    func, db = ops.matmul(32, 24, 16), tmp_path / "shared.db"
+    Database(db).close()  # (made before: runs opening a new file at once is another matter)
+    runners = [GatedRunner(), GatedRunner()]
+    threads, join = run_in_threads([lambda k=k: fake_tune(func, 12, db, runners[k], seed=k,
+                                                          rerun_top=1) for k in range(2)])
+    for thread, runner in zip(threads, runners):  # A holds 8 claims, then B takes 4
+        thread.start()
+        runner.arrived.wait()
+    for runner in runners:
+        runner.gate.set()
+    results = join()
+    with Database(db) as database:
+        stored = database.records(func, TARGET)
+        best = database.top_k(func, TARGET, k=1)[0]
+        assert database.trials(func, TARGET) == 12  # and no claim left pending
+    assert len(stored) == 12 and sorted(len(r.history) for r in results) == [4, 8]
+    assert len({r.run for r in stored}) == 2
+    assert [r.best_seconds for r in results] == [best.mean_secs] * 2
+
+
+def test_three_runs_of_one_budget_store_it_exactly_and_agree_on_the_best(tmp_path):
+    func, db = ops.matmul(32, 24, 16), tmp_path / "shared.db"
+    Database(db).close()
+    threads, join = run_in_threads([lambda k=k: fake_tune(func, 12, db, seed=k % 2)
+                                    for k in range(3)])
+    for thread in threads:
+        thread.start()
+    results = join()
+    with Database(db) as database:
+        stored = database.records(func, TARGET)
+        best = database.top_k(func, TARGET, k=1)[0]
+    assert len(stored) == 12 and sum(len(r.history) for r in results) == 12
+    assert all(r.best_seconds == best.mean_secs for r in results)
+    assert all(r.trials_before + len(r.history) <= 12 for r in results)
+
+
+def test_an_error_while_the_next_batch_is_proposed_gives_the_claims_back(tmp_path):
+    """Claims a run will not commit do not hold other runs' shared budget until it exits."""
+    func, db = ops.matmul(32, 24, 16), tmp_path / "r.db"
+    strategy = make_strategy("random", make_space("auto", TARGET), func, seed=0)
+    ask, calls = strategy.ask, []
+
+    def ask_then_break(n):
+        calls.append(n)
+        if len(calls) == 2:  # the batch after the first, proposed while the first builds
+            raise RuntimeError("the strategy broke")
+        return ask(n)
+    strategy.ask = ask_then_break
+    with pytest.raises(RuntimeError, match="broke"):
+        tune(func, TARGET, 12, strategy=strategy, cost_model="random", database=db,
+             runner=FakeRunner(), builder=FakeBuilder(), batch_size=4, progress=False)
+    with Database(db) as database:
+        assert database.trials(func, TARGET) == 0  # the first batch's 4 claims are given back
+
+
+def test_a_claim_past_a_shared_budget_is_refused(tmp_path):
+    func = ops.matmul(8, 8, 8)
+    with Database(tmp_path / "r.db") as db:
+        assert db.claim(func, TARGET, ["a", "b", "c"], "run 1", budget=4) == [True] * 3
+        assert db.claim(func, TARGET, ["a", "d", "e"], "run 2", budget=4) == [False, True, False]
+        assert db.claim(func, TARGET, ["b", "f"], "run 1", budget=4) == [True, False]  # b: its own
+        assert db.trials(func, TARGET) == 4
+        db.release(func, TARGET, ["a"], "run 1")
+        assert db.trials(func, TARGET) == 3
+        assert db.claim(func, TARGET, ["f"], "run 2", budget=4) == [True]
+
+
+def test_the_progress_line_keeps_a_total_when_other_runs_pass_it(capsys):
+    from tessel.tuning.progress import TuneProgress
+    bar = TuneProgress("GMM", 12, 10)
+    bar.others(4, 1e-3)  # another run sharing the database had a larger budget
+    assert bar.bar.n == 14 and bar.bar.total == 14
+    bar.close()
+    assert "14/14 trials" in capsys.readouterr().err

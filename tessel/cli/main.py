@@ -23,22 +23,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import faulthandler
 import logging
 import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 import numpy as np
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from tessel import Target, build, ops
 from tessel.cli import db, model, tune
+from tessel.cli.tune import CliError, seconds
 from tessel.codegen import generate_c
 from tessel.errors import TesselError
-from tessel.measure.dask import serve
+from tessel.measure.dask import WORKER_WAIT_S, serve
 
 
 @dataclass(frozen=True)
@@ -118,20 +120,32 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    serve(args.scheduler, args.device, name=args.name)
+    serve(args.scheduler, args.device, name=args.name, wait_s=args.wait)
     return 0
 
 
+class UsageError(CliError):
+    """A command line argparse refuses, as one line: `tessel tune: argument --trials: ...`."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a refused command line is one line (main prints it, exit status 2)
+    rather than the usage text; `-h` still prints the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} -h`)")
+
+
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tessel", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="tessel", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log each batch and each kind of error (-vv: cost model "
                              "updates too) on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("suite", help="build and check the workload suite")
     p.add_argument("names", nargs="*", help="workloads to run (default: all)")
-    p.add_argument("--budget", type=float, default=0.3,
+    p.add_argument("--budget", type=seconds(3600), default=0.3,
                    help="seconds of timing per workload (default 0.3)")
     p.set_defaults(fn=cmd_suite)
     p = sub.add_parser("ops", help="list the workloads")
@@ -145,6 +159,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", required=True,
                    help="device key; tuners use DaskRunner(address, device=KEY)")
     p.add_argument("--name", default=None, help="worker name shown by the scheduler")
+    p.add_argument("--wait", type=seconds(7 * 24 * 3600), default=WORKER_WAIT_S,
+                   help="seconds to wait for the scheduler, at start and when it is gone "
+                        f"(default {WORKER_WAIT_S:g})")
     p.set_defaults(fn=cmd_worker)
     tune.add_commands(sub)
     model.add_commands(sub)
@@ -153,19 +170,52 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a command. tessel's own errors (bad input, an unusable file, a missing optional
-    package: every TesselError) are one line on stderr and exit status 2; Ctrl-C is 130."""
-    args = make_parser().parse_args(argv)
-    _dump_stacks_on_sigusr1()
+    """Run a command. tessel's own errors (a refused command line, bad input, an unusable
+    file, a missing optional package: every TesselError) and running out of memory or
+    threads are one line on stderr and exit status 2; Ctrl-C is 130."""
+    command = "tessel"
     try:
+        args = make_parser().parse_args(argv)
+        command = f"tessel {args.command}"
+        _dump_stacks_on_sigusr1()
         with _logging(args.verbose):
             return args.fn(args)
+    except UsageError as err:
+        print(err, file=sys.stderr)
+        return 2
     except TesselError as err:
-        print(f"tessel {args.command}: {_one_line(err)}", file=sys.stderr)
+        print(f"{command}: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"tessel {args.command}: interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        exhausted = _exhaustion(err)
+        if exhausted is None:
+            raise
+        print(f"{command}: out of memory/threads: {exhausted} (free memory, or raise the "
+              "process's limits: ulimit -v, ulimit -u)", file=sys.stderr)
+        return 2
+
+
+_EXHAUSTED_ERRNOS = {errno.ENOMEM, errno.EAGAIN, errno.EMFILE, errno.ENFILE}
+_EXHAUSTED_TEXT = ("can't start new thread", "failed to map segment", "Cannot allocate memory")
+
+
+def _exhaustion(err: BaseException | None) -> str | None:
+    """The line of `err` (or of what it was raised from) that says the process ran out of
+    memory, threads, processes or files; None when it does not say so (a bug keeps its
+    traceback; an exhausted machine's is no help)."""
+    while err is not None:
+        if isinstance(err, MemoryError) or \
+                isinstance(err, OSError) and err.errno in _EXHAUSTED_ERRNOS:
+            return _one_line(err)
+        lines = [line.strip() for line in str(err).splitlines()]
+        found = [line for line in lines if any(text in line for text in _EXHAUSTED_TEXT)]
+        if found:
+            return found[0]
+        err = err.__cause__
+    return None
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ torch.export (`--frontend torch`, the default for zoo models) or ONNX (`--fronte
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -20,28 +21,55 @@ from typing import Any
 import numpy as np
 
 import tessel
-from tessel.cli.tune import DEFAULT_DB, CliError, _ints
-from tessel.graph import models
+from tessel.cli.tune import DEFAULT_DB, CliError, _ints, check_parts, count
+from tessel.graph import GraphError, models
 from tessel.graph.executor import load_model, model_tasks
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
-from tessel.graph.select import select_in_sequence
+from tessel.graph.select import MAX_CANDIDATES, select_in_sequence
+
+MAX_IMAGE = 4096  # a zoo CNN's activations grow with its square: 4096 is GiBs already
 
 
 def load_graph(args: argparse.Namespace):
-    """The simplified graph a command line names, and a callable reference for it (or None)."""
-    if Path(args.model).suffix == ".onnx" or Path(args.model).exists():
+    """The simplified graph a command line names: an ONNX file (with --input shapes) or a zoo
+    model (with --image and --frontend)."""
+    if _is_file(args):
         if not Path(args.model).exists():
             raise CliError(f"no such model file: {args.model}")
-        return load_model(args.model, input_shapes=_input_shapes(args.input))
-    if args.model not in models.MODELS:
-        raise CliError(f"{args.model!r} is neither an ONNX file nor a zoo model "
-                       f"({', '.join(models.MODELS)})")
-    kwargs = {"image": args.image} if args.image else {}
+        shapes = _input_shapes(args.input)
+        try:
+            return load_model(args.model, input_shapes=shapes)
+        except GraphError as err:
+            raise GraphError(_in_flags(str(err))) from None
+    kwargs = {"image": args.image} if args.image is not None else {}
     if args.frontend == "onnx":
         return load_model(models.onnx_model(args.model, **kwargs))
     module, example = models.build(args.model, **kwargs)
     return load_model(module, example_inputs=example)
+
+
+def check_model_args(args: argparse.Namespace) -> None:
+    """Refuse a model that is neither a file nor in the zoo, and flags that do not apply to
+    it (they would be ignored), before any work."""
+    if _is_file(args):
+        given = [f for f, v in (("--image", args.image), ("--frontend", args.frontend)) if v]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise CliError(f"{' and '.join(given)} {verb} to zoo models; {args.model} is an "
+                           "ONNX file (--input sets the sizes it leaves open)")
+        _input_shapes(args.input)
+        return
+    if args.model not in models.MODELS:
+        raise CliError(f"{args.model!r} is neither an ONNX file nor a zoo model "
+                       f"({', '.join(models.MODELS)})")
+    if args.input:
+        raise CliError(f"--input applies to ONNX files; zoo model {args.model}'s inputs are "
+                       "fixed (its image size: --image)")
+
+
+def _is_file(args: argparse.Namespace) -> bool:
+    return Path(args.model).suffix == ".onnx" or Path(args.model).exists()
 
 
 def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
@@ -50,13 +78,26 @@ def _input_shapes(items: list[str] | None) -> dict[str, tuple[int, ...]] | None:
     out = {}
     for item in items:
         name, sep, dims = item.partition("=")
-        if not sep:
-            raise CliError(f"--input takes NAME=d0,d1,..., got {item!r}")
-        out[name] = tuple(_ints(dims, "--input"))
+        sizes = tuple(_ints(dims, "--input")) if sep else ()
+        if not name or not sizes or min(sizes) < 1:
+            raise CliError(f"--input takes NAME=d0,d1,... with positive sizes, got {item!r}")
+        if name in out:
+            raise CliError(f"--input gives input {name!r} twice")
+        out[name] = sizes
     return out
 
 
+def _in_flags(message: str) -> str:
+    """An importer's message in the command line's words: `pass input_shapes={'x': (...)}`
+    is `pass --input x=d0,d1,...`."""
+    message = re.sub(r"input_shapes=\{(['\"])(.*?)\1: \(\.\.\.\)\}", r"--input \2=d0,d1,...",
+                     message)
+    return message.replace("pass input_shapes", "pass --input NAME=d0,d1,...") \
+        .replace("input_shapes", "--input")
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
+    check_model_args(args)
     graph = load_graph(args)
     kernels, tasks = model_tasks(graph, tessel.Target("host"), args.layout)
     print(f"{graph.name}: {len(graph.nodes)} nodes -> {len(kernels)} kernels -> "
@@ -67,8 +108,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
-    graph = load_graph(args)
+    check_model_args(args)
     target = tessel.Target("host")
+    check_parts(target, args.strategy, args.cost_model)
+    graph = load_graph(args)
     results = tessel.tune_model(graph, target, args.trials, database=args.db,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
@@ -90,6 +133,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
 
 
 def cmd_run_model(args: argparse.Namespace) -> int:
+    check_model_args(args)
     graph = load_graph(args)
     model = tessel.compile_model(graph, tessel.Target("host"),
                                  args.db if Path(args.db).exists() else None,
@@ -119,9 +163,10 @@ def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS) 
     p.add_argument("model", help="an .onnx file or a zoo model name (resnet18, bert_layer, ...)")
     p.add_argument("--input", action="append", metavar="NAME=d0,d1,...",
                    help="static shape of an ONNX input with dynamic dims (repeatable)")
-    p.add_argument("--frontend", choices=("torch", "onnx"), default="torch",
+    p.add_argument("--frontend", choices=("torch", "onnx"), default=None,
                    help="importer for zoo models (default torch)")
-    p.add_argument("--image", type=int, default=None, help="image size of zoo CNNs")
+    p.add_argument("--image", type=count(1, MAX_IMAGE), default=None,
+                   help="image size of zoo CNNs")
     p.add_argument("--db", default=DEFAULT_DB, help=f"record database (default {DEFAULT_DB})")
     p.add_argument("--layout", choices=layouts, default=DEFAULT_LAYOUT,
                    help="convolutions in blocked channel layouts (NCHW[b]c: blocked; winograd, "
@@ -129,17 +174,7 @@ def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS) 
                         "F(4x4, 3x3)) or as the model states them (plain); tune and run in the "
                         "same one (run-model also takes auto: each compiled and timed, the "
                         "fastest kept)")
-    p.add_argument("--seed", type=int, default=0)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
-    return value
+    p.add_argument("--seed", type=count(0), default=0)
 
 
 def add_commands(sub) -> None:
@@ -148,18 +183,20 @@ def add_commands(sub) -> None:
     p.set_defaults(fn=cmd_tasks)
     p = sub.add_parser("tune-model", help="tune every task of a model into the database")
     _model_args(p)
-    p.add_argument("--trials", type=int, default=256, help="measurements in all (default 256)")
+    p.add_argument("--trials", type=count(1), default=256,
+                   help="measurements in all (default 256)")
     p.add_argument("--scheduler", choices=("gradient", "round-robin"), default="gradient")
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="pretrained")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--select", type=_non_negative, default=8, metavar="N",
+    p.add_argument("--batch-size", type=count(1), default=16)
+    p.add_argument("--select", type=count(0, MAX_CANDIDATES), default=8, metavar="N",
                    help="then time each task's N best records in the model's sequence and "
-                        "store the fastest there as its choice (default 8; 0: off)")
+                        f"store the fastest there as its choice (default 8, at most "
+                        f"{MAX_CANDIDATES}: each is a copy of the model in memory; 0: off)")
     p.set_defaults(fn=cmd_tune_model)
     p = sub.add_parser("run-model", help="compile a model with the database, check and time it")
     _model_args(p, layouts=(*LAYOUTS, "auto"))
-    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--repeat", type=count(1), default=10, help="timed calls (default 10)")
     p.set_defaults(fn=cmd_run_model)
 
 

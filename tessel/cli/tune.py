@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
+import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import tessel
+from tessel import cost_model as cost_models
 from tessel import ops
 from tessel.database import Database
+from tessel.database.files import status
 from tessel.errors import TesselError
+from tessel.ir import DTYPE_BITS
 from tessel.measure import DaskRunner
-from tessel.space import final_func, postprocs_for
+from tessel.search import STRATEGIES
+from tessel.space import final_func, make_space, postprocs_for
 from tessel.tuning import report
 
 DEFAULT_DB = "tessel.db"
@@ -40,14 +46,64 @@ def workload_from_args(args: argparse.Namespace):
         raise CliError("name a suite workload (see `tessel ops`) or an operator with --op")
     if args.op not in ops.FACTORIES:
         raise CliError(f"unknown operator {args.op!r}; known: {', '.join(sorted(ops.FACTORIES))}")
-    shape = _ints(args.shape, "--shape") if args.shape else []
     factory = ops.FACTORIES[args.op]
+    sizes, attrs = _sizes(args.op, factory, args.shape), _attrs(args.attrs)
     try:
-        inspect.signature(factory).bind(*shape, **_attrs(args.attrs))
+        inspect.signature(factory).bind(*sizes, **attrs)
     except TypeError as err:
         raise CliError(f"{args.op}{_signature(factory)}: {err} (--shape gives the positional "
                        "sizes, --attrs the keywords)") from None
-    return factory(*shape, **_attrs(args.attrs)), f"{args.op}[{args.shape or ''}]"
+    return factory(*sizes, **attrs), f"{args.op}[{args.shape or ''}]"
+
+
+def _sizes(op: str, factory: Callable, text: str | None) -> tuple:
+    """The positional arguments --shape gives `factory`: its sizes, or the one shape tuple of
+    an elementwise operator (relu(shape)). More sizes than the operator takes is an error of
+    its own (the fourth of matmul's would land on its dtype)."""
+    sizes = _ints(text, "--shape") if text else []
+    required = [p.name for p in inspect.signature(factory).parameters.values()
+                if p.default is p.empty]
+    if required[:1] == ["shape"]:
+        return (tuple(sizes),) if sizes else ()
+    if len(sizes) > len(required):
+        raise CliError(f"{op} takes {len(required)} sizes ({', '.join(required)}), got "
+                       f"{len(sizes)} in --shape {text}")
+    return tuple(sizes)
+
+
+def _check_fits(func, label: str) -> None:
+    """Refuse a workload whose buffers this machine cannot hold (tuning allocates them all)."""
+    limit = _memory_limit()
+    nbytes = sum(math.prod(b.shape) * DTYPE_BITS[b.dtype] // 8 for b in func.params)
+    if limit is not None and nbytes > limit[0]:
+        names = ", ".join(b.name for b in func.params)
+        raise CliError(f"{label}: its buffers ({names}) take {_size(nbytes)}, more than "
+                       f"{limit[1]}")
+
+
+def _memory_limit() -> tuple[int, str] | None:
+    """(bytes, description) of the memory a command may use: the machine's, or less under
+    `ulimit -v`; None where the system does not say."""
+    try:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+    found = (limit, f"the {_size(limit)} of memory this machine has")
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return found
+    if soft != resource.RLIM_INFINITY and soft < limit:
+        found = (soft, f"the {_size(soft)} this process may use (ulimit -v)")
+    return found
+
+
+def _size(nbytes: float) -> str:
+    """1.2 GiB, 3.5 EiB: bytes for a message."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
+    power = min(max(int(nbytes).bit_length() - 1, 0) // 10, len(units) - 1)
+    return f"{nbytes / 1024 ** power:.3g} {units[power]}"
 
 
 def _signature(factory) -> str:
@@ -64,6 +120,46 @@ def _ints(text: str, flag: str) -> list[int]:
         raise CliError(f"{flag} takes comma-separated integers, got {text!r}") from None
 
 
+def count(low: int = 1, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an int from `low` (to `high`); else argparse's one-line error,
+    `argument --trials: must be an int >= 1, got '0'`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be an int {bound}, got {text!r}")
+        return value
+    return parse
+
+
+def seconds(high: float) -> Callable[[str], float]:
+    """An argparse type: a number of seconds, more than 0 and at most `high` (nan is none)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0 < value <= high:
+            raise argparse.ArgumentTypeError(f"must be seconds > 0 and <= {high:g}, got "
+                                             f"{text!r}")
+        return value
+    return parse
+
+
+def check_parts(target, strategy: str, cost_model: str, space: str = "auto") -> None:
+    """Refuse an unknown search strategy, cost model or space before anything opens a file
+    (the database a refused command would otherwise leave behind)."""
+    if strategy not in STRATEGIES:
+        raise CliError(f"unknown search strategy {strategy!r}; use one of {sorted(STRATEGIES)}")
+    if cost_model not in cost_models.MODELS:
+        raise CliError(f"unknown cost model {cost_model!r}; known: "
+                       f"{sorted(cost_models.MODELS)}")
+    make_space(space, target)  # SpaceError names the known spaces
+
+
 def _attrs(text: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in filter(None, (text or "").split(",")):
@@ -74,21 +170,35 @@ def _attrs(text: str | None) -> dict[str, Any]:
     return out
 
 
-def _runner(args: argparse.Namespace, target):
-    if args.runner == "local":
-        return None
-    if not (args.scheduler and args.device):
+def _check_runner(args: argparse.Namespace) -> None:
+    if args.runner == "local" and (args.scheduler or args.device):
+        raise CliError("--scheduler and --device go with --runner dask")
+    if args.runner == "dask" and not (args.scheduler and args.device):
         raise CliError("--runner dask needs --scheduler ADDRESS and --device KEY")
-    return DaskRunner(args.scheduler, device=args.device, target=target)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     func, label = workload_from_args(args)
+    _check_fits(func, label)
     target = tessel.Target("host")
-    result = tessel.tune(func, target, args.trials, space=args.space, strategy=args.strategy,
-                         cost_model=args.cost_model, database=args.db,
-                         runner=_runner(args, target), batch_size=args.batch_size,
-                         seed=args.seed, early_stopping=args.early_stopping, name=label)
+    check_parts(target, args.strategy, args.cost_model, args.space)
+    _check_runner(args)
+    runner = None
+    if args.runner == "dask":  # DaskError, one line, when no scheduler answers
+        runner = DaskRunner(args.scheduler, device=args.device, target=target)
+    try:
+        result = tessel.tune(func, target, args.trials, space=args.space,
+                             strategy=args.strategy, cost_model=args.cost_model,
+                             database=args.db, runner=runner, batch_size=args.batch_size,
+                             seed=args.seed, early_stopping=args.early_stopping, name=label)
+    finally:
+        if runner is not None:
+            runner.close()
+    return _reported(result, label, target, args)
+
+
+def _reported(result, label: str, target, args: argparse.Namespace) -> int:
+    """Print what `tessel tune` found; its exit status."""
     if result.best_trace is None:
         print(f"{label}: no valid program found in {args.trials} trials", file=sys.stderr)
         return 130 if result.interrupted else 1
@@ -144,7 +254,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _existing(db: str) -> None:
     """Reading commands never create a database (a typo would leave an empty file)."""
     from pathlib import Path
-    if not Path(db).exists():
+    if status(Path(db)) is None:  # DatabaseError for a name the system refuses (too long)
         raise CliError(f"no database {db}; run `tessel tune` first, or name one with --db")
 
 
@@ -159,16 +269,17 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
 def add_commands(sub) -> None:
     p = sub.add_parser("tune", help="search for a fast program of a workload")
     add_workload_args(p)
-    p.add_argument("--trials", type=int, default=64, help="measurements in all (default 64)")
+    p.add_argument("--trials", type=count(1), default=64,
+                   help="measurements in all (default 64)")
     p.add_argument("--strategy", default="evolutionary",
                    help="evolutionary, annealing, random, genetic or grid")
     p.add_argument("--space", default="auto", help="auto, or a template name (matmul, ...)")
     p.add_argument("--cost-model", default="pretrained",
                    help="pretrained (default), xgb, xgb-reg, treegru, ensemble, random")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--early-stopping", type=int, default=None,
+    p.add_argument("--batch-size", type=count(1), default=16)
+    p.add_argument("--early-stopping", type=count(1), default=None,
                    help="stop after this many trials without improvement")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=count(0), default=0)
     p.add_argument("--runner", choices=("local", "dask"), default="local")
     p.add_argument("--scheduler", help="Dask scheduler address (with --runner dask)")
     p.add_argument("--device", help="device key of the Dask pool (with --runner dask)")

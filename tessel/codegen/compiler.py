@@ -50,8 +50,15 @@ def cache_key(source: str, target: Target, extra_flags: tuple[str, ...] = ()) ->
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
+# A compile that is not a search candidate's (a chosen program, a model's kernel, a test's)
+# waits this long: on a loaded machine a 32x32 matmul once took more than a minute. The
+# tuner's builder bounds each candidate itself (LocalBuilder.timeout_s).
+COMPILE_TIMEOUT_S = 600.0
+
+
 def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None = None,
-                   timeout_s: float = 60.0, extra_flags: tuple[str, ...] = ()) -> Path:
+                   timeout_s: float = COMPILE_TIMEOUT_S,
+                   extra_flags: tuple[str, ...] = ()) -> Path:
     """Compile C ``source`` into a shared library for ``target``; return the cached .so path."""
     key = cache_key(source, target, tuple(extra_flags))
     directory = (Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir())
@@ -95,7 +102,7 @@ def _sweep_stale(directory: Path) -> None:
 
 
 def asm_for(source: str, target: Target, *, extra_flags: tuple[str, ...] = (),
-            timeout_s: float = 60.0) -> str:
+            timeout_s: float = COMPILE_TIMEOUT_S) -> str:
     """The assembly the target's compiler emits for ``source`` (for checking SIMD/FMA use)."""
     flags = [flag for flag in target.cflags if flag != "-shared"]
     cmd = [target.compiler, *flags, *extra_flags, "-S", "-o", "-", "-x", "c", "-"]

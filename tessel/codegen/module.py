@@ -16,9 +16,10 @@ import numpy as np
 
 from tessel.codegen.c import ALIGN_BYTES, ALLOC_FAILED, generate_c
 from tessel.codegen.compiler import asm_for, compile_shared
+from tessel.errors import TesselError
 from tessel.ir import Buffer, PrimFunc
 from tessel.passes import compact_buffers
-from tessel.target import Target
+from tessel.target import Target, as_target, host_arch
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
 IN_MODEL_MAX_NUMBER = 8  # calls per batch timed in_model at most: each has a cache sweep first
@@ -55,6 +56,15 @@ def aligned(array: np.ndarray, align: int = ALIGN_BYTES) -> np.ndarray:
     return out
 
 
+class ArgumentError(TesselError, TypeError, ValueError):
+    """A built module called with arrays it cannot take (count, type, dtype, shape, layout,
+    overlap) or bad timing arguments; also a TypeError and a ValueError, as numpy's are."""
+
+
+class KernelError(TesselError, RuntimeError):
+    """A kernel returned a failure status (memory allocation failed)."""
+
+
 def _numpy_dtype(dtype: str) -> np.dtype:
     return np.dtype(np.bool_ if dtype == "bool" else dtype)
 
@@ -64,6 +74,7 @@ class Module:
 
     def __init__(self, func: PrimFunc, target: Target, source: str, lib_path: Path) -> None:
         self.func, self.target, self.source, self.lib_path = func, target, source, lib_path
+        target.check_runs_here(f"kernel {func.name}")  # its instructions: SIGILL otherwise
         if not faulthandler.is_enabled():
             # a kernel that crashes (a hand-written program reading out of bounds) takes the
             # interpreter down: say where, instead of dying silently
@@ -80,6 +91,10 @@ class Module:
         if self._time_in_model is not None:
             self._time_in_model.argtypes = [*self._time.argtypes, ctypes.c_int64]
             self._time_in_model.restype = ctypes.c_int32
+        self._describe_params(func)
+
+    def _describe_params(self, func: PrimFunc) -> None:
+        """What the argument checks and the C argument vector need of `func`'s parameters."""
         self._params = func.params
         self._dtypes = [_numpy_dtype(p.dtype) for p in func.params]
         outputs = set(func.outputs)
@@ -118,7 +133,7 @@ class Module:
         long (timed warm, also `in_model`)."""
         for key, value in (("number", number), ("repeat", repeat)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{key} must be a positive int, got {value!r}")
+                raise ArgumentError(f"{key} must be a positive int, got {value!r}")
         args = self._pack(arrays)
         if min_repeat_ms > 0:
             number = self._calibrate(args, number, min_repeat_ms / 1e3)
@@ -130,7 +145,7 @@ class Module:
             self._check_status(self._time(args, number, repeat, out))
             return list(out)
         if self._time_in_model is None:
-            raise ValueError(f"kernel {self.func.name}: its library has no "
+            raise ArgumentError(f"kernel {self.func.name}: its library has no "
                              "tessel_time_in_model (hand-written C?)")
         self._check_status(self._time_in_model(args, min(number, IN_MODEL_MAX_NUMBER), repeat,
                                                out, sweep_bytes(self.target)))
@@ -148,9 +163,9 @@ class Module:
 
     def _check_status(self, status: int) -> None:
         if status == ALLOC_FAILED:
-            raise RuntimeError(f"kernel {self.func.name}: memory allocation failed")
+            raise KernelError(f"kernel {self.func.name}: memory allocation failed")
         if status != 0:
-            raise RuntimeError(f"kernel {self.func.name} failed with status {status}")
+            raise KernelError(f"kernel {self.func.name} failed with status {status}")
 
     # ---- argument checking ----
 
@@ -159,7 +174,7 @@ class Module:
         params = self._params
         if len(arrays) != len(params):
             names = ", ".join(p.name for p in params)
-            raise TypeError(f"{self.func.name} takes {len(params)} arrays ({names}), "
+            raise ArgumentError(f"{self.func.name} takes {len(params)} arrays ({names}), "
                             f"got {len(arrays)}")
         for k, (param, array) in enumerate(zip(params, arrays)):
             self._check_array(k, param, array)
@@ -174,24 +189,25 @@ class Module:
 
     def _check_array(self, k: int, param: Buffer, array: object) -> None:
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"{self._label(k)} must be a numpy.ndarray, got "
+            raise ArgumentError(f"{self._label(k)} must be a numpy.ndarray, got "
                             f"{type(array).__name__}")
         if array.dtype != self._dtypes[k]:
-            raise TypeError(f"{self._label(k)} must have dtype {self._dtypes[k]}, got "
+            raise ArgumentError(f"{self._label(k)} must have dtype {self._dtypes[k]}, got "
                             f"{array.dtype}; convert it with .astype() first")
         if array.shape != param.shape:
-            raise ValueError(f"{self._label(k)} must have shape {param.shape}, got {array.shape}")
+            raise ArgumentError(f"{self._label(k)} must have shape {param.shape}, got "
+                                f"{array.shape}")
         flags = array.flags
         if not (flags.c_contiguous and flags.aligned):
-            raise ValueError(f"{self._label(k)} must be C-contiguous and aligned; pass "
+            raise ArgumentError(f"{self._label(k)} must be C-contiguous and aligned; pass "
                              "np.ascontiguousarray(...)")
         if self._is_output[k] and not flags.writeable:
-            raise ValueError(f"{self._label(k)} is read-only, but the kernel writes it")
+            raise ArgumentError(f"{self._label(k)} is read-only, but the kernel writes it")
 
     def _check_not_aliased(self, k: int, arrays: tuple[np.ndarray, ...]) -> None:
         for j, other in enumerate(arrays):
             if j != k and np.shares_memory(arrays[k], other):
-                raise ValueError(f"{self._label(k)} shares memory with {self._params[j].name} "
+                raise ArgumentError(f"{self._label(k)} shares memory with {self._params[j].name} "
                                  f"(argument {j}); outputs must not overlap other arguments")
 
 
@@ -255,13 +271,18 @@ class KernelSequence:
             self.calls[self._failed.value].module._check_status(status)
 
 
-def build(func: PrimFunc, target: Target | None = None, *,
+def build(func: PrimFunc, target: Target | str | None = None, *,
           cache_dir: str | Path | None = None, compact: bool = True) -> Module:
-    """Generate C for `func`, compile it for `target` (default: this host) and load it.
+    """Generate C for `func`, compile it for `target` (a Target or a name such as "host";
+    default: this host) and load it.
 
     With `compact` (the default), intermediate buffers are first allocated where they are
-    used and shrunk to what is used there (tessel.passes.compact_buffers)."""
-    target = target if target is not None else Target("host")
+    used and shrunk to what is used there (tessel.passes.compact_buffers). A target of
+    another architecture is cross-compiled and run under qemu-user (tessel.codegen.emulate)."""
+    target = as_target(target)  # None: this host; a name: Target(name)
+    if target.arch != host_arch():
+        from tessel.codegen.emulate import build_emulated  # (emulate builds on this module)
+        return build_emulated(func, target, cache_dir=cache_dir, compact=compact)
     source = generate_c(compact_buffers(func) if compact else func, target,
                         constants=func.constant_params)
     lib_path = compile_shared(source, target, cache_dir=cache_dir)

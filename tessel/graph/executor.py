@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from tessel.codegen import Module, build
-from tessel.codegen.module import BoundCall, KernelSequence, aligned, aligned_empty
+from tessel.codegen.emulate import check_timeable, kernel_sequence
+from tessel.codegen.module import BoundCall, aligned, aligned_empty
 from tessel.database import Database, TuningRecord
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
@@ -38,8 +40,8 @@ from tessel.schedule import Schedule, ScheduleError
 from tessel.space import (Postproc, SpaceError, default_postprocs, final_func, make_space,
                           postprocess)
 from tessel.space.priors import ranked_priors
-from tessel.target import Target
-from tessel.tuning import Task, TuneResult, best_func, tune_tasks
+from tessel.target import Target, as_target
+from tessel.tuning import Task, TuneResult, best_func, check_tune_tasks_args, tune_tasks
 
 
 log = logging.getLogger("tessel")
@@ -68,15 +70,21 @@ class TaskStatus:
 def load_model(model: Any, input_shapes: dict[str, Sequence[int]] | None = None,
                example_inputs: tuple | None = None) -> Graph:
     """A Graph from a Graph, an ONNX model (proto or path), or a torch.nn.Module (with
-    `example_inputs`); then simplified (constants and batch norms folded)."""
+    `example_inputs`); then simplified (constants and batch norms folded). `input_shapes`
+    fills an ONNX model's dynamic dimensions (tessel.graph.onnx_import)."""
     if isinstance(model, Graph):
+        check(not input_shapes, "input_shapes is for ONNX models; a tessel Graph has its shapes")
         graph = model
     elif _is_torch_module(model):
         check(example_inputs is not None, "a torch module needs example_inputs (a tuple of "
                                           "tensors of the shapes to compile for)")
+        check(not input_shapes, "input_shapes is for ONNX models; a torch module is compiled "
+                                "for the shapes of its example_inputs")
         from tessel.graph.torch_import import from_torch
         graph = from_torch(model, tuple(example_inputs))
     elif isinstance(model, (str, Path)) or type(model).__name__ == "ModelProto":
+        check(example_inputs is None, "example_inputs is for torch modules; give an ONNX "
+                                      "model's shapes with input_shapes")
         require("onnx", "importing an ONNX model")
         from tessel.graph.onnx_import import from_onnx
         graph = from_onnx(model, input_shapes=input_shapes)
@@ -100,7 +108,7 @@ def model_tasks(graph: Graph, target: Target, layout: str = DEFAULT_LAYOUT
     return kernels, extract_tasks(kernels, target)
 
 
-def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
+def tune_model(model: Any, target: Target | str | None = None, trials: int = 256, *,
                database: str | Path | Database | None = "tessel.db",
                input_shapes: dict | None = None, example_inputs: tuple | None = None,
                layout: str = DEFAULT_LAYOUT, select: int = 8,
@@ -112,8 +120,11 @@ def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
     there is stored as its choice (tessel.graph.select; not after an interrupted run).
     `tessel.compile_model` then runs the model with what the database holds (tune and compile
     in the same `layout`)."""
-    check(isinstance(select, int) and select >= 0, f"select must be an int >= 0, got {select!r}")
-    target = target if target is not None else Target("host")
+    check(isinstance(select, int) and not isinstance(select, bool) and select >= 0,
+          f"select must be an int >= 0, got {select!r}")
+    check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
+    target = as_target(target)
+    check_tune_tasks_args(target, trials, database=database, **options)  # before any work
     graph = load_model(model, input_shapes, example_inputs)
     _, tasks = model_tasks(graph, target, layout)
     results = tune_tasks(tasks, trials, database=database, **options)
@@ -124,7 +135,7 @@ def tune_model(model: Any, target: Target | None = None, trials: int = 256, *,
     return results
 
 
-def compile_model(model: Any, target: Target | None = None,
+def compile_model(model: Any, target: Target | str | None = None,
                   database: str | Path | Database | None = None, *,
                   input_shapes: dict[str, Sequence[int]] | None = None,
                   example_inputs: tuple | None = None,
@@ -146,7 +157,7 @@ def compile_model(model: Any, target: Target | None = None,
     check(fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     check(layout in (*LAYOUTS, "auto"), f"layout must be one of {(*LAYOUTS, 'auto')}, got "
                                         f"{layout!r}")
-    target = target if target is not None else Target("host")
+    target = as_target(target)
     graph = load_model(model, input_shapes, example_inputs)
     del model  # an ONNX proto (or module) the caller does not hold is freed before packing
     db = _open(database)
@@ -269,6 +280,9 @@ def _protocols(func: PrimFunc) -> Iterator[PrimFunc]:
 def _open(database: str | Path | Database | None) -> Database | None:
     if database is None or isinstance(database, Database):
         return database
+    check(isinstance(database, (str, os.PathLike)), f"database must be a file path, a tessel "
+                                                     f"Database or None, got "
+                                                     f"{type(database).__name__}")
     check(Path(database).exists(), f"database {database} does not exist")
     return Database(database)
 
@@ -307,7 +321,7 @@ class CompiledModel:
                                              else packed[i] for kind, i in b.args)))
             for v in free_after.get(step, ()):
                 del self._arrays[v], constants[v]
-        self._sequence = KernelSequence(self._calls, target)
+        self._sequence = kernel_sequence(self._calls, target)  # (emulated: another arch)
         self.prepacked = sum(len(built[k.key].packs) for k in kernels)
         for v in set(constants) - read:  # read by no kernel at all
             del self._arrays[v], constants[v]
@@ -353,6 +367,7 @@ class CompiledModel:
     def latency(self, budget: float = 0.3, seed: int = 0) -> float:
         """Median seconds of a call on random inputs, over about `budget` seconds (one warm-up
         call first, at least 3 timed)."""
+        check_timeable(self._sequence, f"model {self.graph.name}")
         rng = np.random.default_rng(seed)
         feeds = [rng.standard_normal(self.graph.types[v].shape).astype(self.graph.types[v].dtype)
                  for v in self.input_names]
@@ -370,6 +385,7 @@ class CompiledModel:
         the best of `repeat` calls of the kernel alone, or with `in_sequence` the median of
         its calls within `repeat` whole runs of the sequence (its caches as the kernels
         before it leave them: what a model run sees)."""
+        check_timeable(self._sequence, f"model {self.graph.name}")
         names = [kernel.func.name for kernel in self._kernels]
         if not in_sequence:
             out = []

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from numbers import Integral
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -33,15 +34,35 @@ from tessel.graph.onnx_fold import FOLD
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
               input_shapes: dict[str, tuple] | None = None, name: str | None = None) -> Graph:
-    """Translate an ONNX model (a proto or a file path) into a tessel `Graph`."""
+    """Translate an ONNX model (a proto or a file path) into a tessel `Graph`; `input_shapes`
+    ({input name: shape}) fixes the sizes of inputs whose dimensions the model leaves open."""
+    shapes = check_input_shapes(input_shapes)  # before the file is read
     proto, weights = (model, {}) if isinstance(model, onnx.ModelProto) else load_file(model)
     importer = Importer(proto, name, weights)
     del weights  # the importer holds each weight until the last node reading it is converted
-    importer.add_inputs(dict(input_shapes or {}))
+    importer.add_inputs(shapes)
     for node in proto.graph.node:
         importer.convert(node)
     importer.set_outputs()
     return importer.graph
+
+
+def check_input_shapes(input_shapes: Any) -> dict[str, tuple[int, ...]]:
+    """`input_shapes` as {name: tuple of ints}; GraphError unless it maps input names to
+    sequences of positive ints (2.5 is no size, and True is no 1)."""
+    if input_shapes is None:
+        return {}
+    check(isinstance(input_shapes, Mapping), f"input_shapes must be a dict {{input name: "
+                                             f"shape}}, got {type(input_shapes).__name__}")
+    out = {}
+    for name, shape in input_shapes.items():
+        check(isinstance(name, str), f"input_shapes: an input name must be a str, got {name!r}")
+        dims = tuple(shape) if isinstance(shape, (list, tuple)) else None
+        check(dims is not None and all(isinstance(d, Integral) and not isinstance(d, bool)
+                                       and d >= 1 for d in dims),
+              f"input_shapes[{name!r}] must be a tuple of positive ints, got {shape!r}")
+        out[name] = tuple(int(d) for d in dims)
+    return out
 
 
 def load_file(path: str | os.PathLike) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -213,7 +234,7 @@ def _opset(proto: onnx.ModelProto) -> int:
 def _input_shape(v: onnx.ValueInfoProto, given: dict[str, tuple]) -> tuple[int, ...]:
     dims = v.type.tensor_type.shape.dim if v.type.tensor_type.HasField("shape") else None
     if v.name in given:
-        shape = tuple(int(d) for d in given[v.name])
+        shape = given[v.name]
         check(dims is None or len(dims) == len(shape), f"input {v.name}: input_shapes gives "
               f"{shape}, but the model's input has rank {len(dims or ())}")
         for i, d in enumerate(dims or ()):

@@ -15,7 +15,8 @@ runs in the sequence; a task takes the rank whose kernels took least in all (med
 kernel), when that beats the tuner's best by more than `margin`. The choice is stored as a
 record flagged "in_sequence" (another protocol: only Database.selection returns it, and a
 newer tuning record makes it stale), which compile_model then uses. The variants are all in
-memory at once (candidates times the model's weights).
+memory at once (candidates times the model's weights): at most MAX_CANDIDATES of them, and no
+more than the most records a task has (a rank past a task's records repeats its slowest).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.target import Target
 
 MARGIN = 0.03  # a rank other than the tuner's best must be this much faster in sequence
+MAX_CANDIDATES = 64  # variants of the model in memory at once
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,9 @@ def select_in_sequence(model: Any, target: Target | None = None,
     """Time the `candidates` best records of each task of `model` in the model's sequence
     and store the choice in `database` (see the module doc). Tasks without records keep
     their fallback and are not listed."""
-    check(isinstance(candidates, int) and candidates >= 1,
-          f"candidates must be an int >= 1, got {candidates!r}")
+    check(isinstance(candidates, int) and not isinstance(candidates, bool) and
+          1 <= candidates <= MAX_CANDIDATES, f"candidates must be an int >= 1 and <= "
+                                             f"{MAX_CANDIDATES}, got {candidates!r}")
     check(isinstance(rounds, int) and rounds >= 1, f"rounds must be an int >= 1, got {rounds!r}")
     check(0 <= margin < 1, f"margin must be in [0, 1), got {margin!r}")
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -75,11 +78,10 @@ def select_in_sequence(model: Any, target: Target | None = None,
     check(db is not None, "select_in_sequence needs a database of tuning records")
     graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
                          target.vector_lanes("float32"))
-    variants = []
-    for rank in range(candidates):
-        own = copy.copy(graph)  # each variant lets go of the weights it packs: its own dict
-        own.constants = dict(graph.constants)
-        variants.append(_compile(own, target, db, "prior", True, layout, rank))
+    variants = [_variant(graph, target, db, layout, 0)]
+    useful = max((len(db.top_k(s.task.workload, target, k=candidates))
+                  for s in variants[0].statuses if s.tuned), default=1)
+    variants += [_variant(graph, target, db, layout, rank) for rank in range(1, useful)]
     times = _time_in_sequence(variants, rounds, seed)  # (variant, kernel) medians
     kernels = variants[0]._kernels  # (rank 0 is the fastest record, not an earlier choice)
     per_task: dict[str, np.ndarray] = {}
@@ -106,6 +108,13 @@ def select_in_sequence(model: Any, target: Target | None = None,
     return Selection(ranks, seconds, before, before - gain)
 
 
+def _variant(graph: Any, target: Target, db: Database, layout: str, rank: int) -> Any:
+    """The model compiled with each task's rank-th fastest record."""
+    own = copy.copy(graph)  # each variant lets go of the weights it packs: its own dict
+    own.constants = dict(graph.constants)
+    return _compile(own, target, db, "prior", True, layout, rank)
+
+
 def _time_in_sequence(models: list, rounds: int, seed: int) -> np.ndarray:
     """Median seconds of each kernel of each model, every model run in turn `rounds` times
     on the same random inputs, each kernel timed as it runs in its model's sequence."""
@@ -127,4 +136,4 @@ def _time_in_sequence(models: list, rounds: int, seed: int) -> np.ndarray:
     return np.median(samples, axis=2)
 
 
-__all__ = ["Selection", "select_in_sequence", "MARGIN"]
+__all__ = ["Selection", "select_in_sequence", "MARGIN", "MAX_CANDIDATES"]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tessel.codegen.c import SourceTooLarge, generate_c
-from tessel.codegen.compiler import CompileError, compile_shared
+from tessel.codegen.compiler import COMPILE_TIMEOUT_S, CompileError, compile_shared
 from tessel.ir import PrimFunc
 from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureCandidate, MeasureResult
@@ -89,7 +89,7 @@ def _clip(message: str) -> str:
 
 
 def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
-                   timeout_s: float = 60.0,
+                   timeout_s: float = COMPILE_TIMEOUT_S,
                    max_source_chars: int | None = MAX_SOURCE_CHARS) -> BuildResult:
     """Build one program in this process; every failure becomes an error result. C longer
     than `max_source_chars` is a compile_error without running the compiler."""
@@ -113,7 +113,7 @@ def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | No
 
 
 def build_source(source: str, params: tuple[ParamSpec, ...], target: Target, *,
-                 cache_dir: str | Path | None = None, timeout_s: float = 60.0,
+                 cache_dir: str | Path | None = None, timeout_s: float = COMPILE_TIMEOUT_S,
                  started: float | None = None) -> BuildResult:
     """Compile C `source` exporting tessel_entry/tessel_time (e.g. hand-written) for `target`."""
     start = started if started is not None else time.perf_counter()

@@ -19,6 +19,9 @@ shared library's bytes (tens of KB) with each task. Devices then need no compile
 cores, and devices stay busy measuring. A worker that dies mid-batch loses its in-flight tasks,
 which the scheduler reruns on another worker of the pool; a task that kills workers repeatedly,
 or a batch that no device finishes in `batch_timeout_s`, comes back as an error result.
+
+A scheduler that does not answer within `connect_timeout_s` (CONNECT_TIMEOUT_S; a worker:
+`wait_s`) is a `DaskError`, one line naming the address.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from tessel.errors import TesselError
 from tessel.extras import require
 from tessel.measure.builder import BuildResult, ParamSpec
 from tessel.measure.result import MeasureCandidate, MeasureResult
@@ -40,6 +44,20 @@ from tessel.target import Target
 
 _SESSIONS: dict[str, DeviceSession] = {}
 _SESSIONS_LOCK = threading.Lock()
+CONNECT_TIMEOUT_S = 10.0  # a scheduler answers in milliseconds (Dask waits 30 s by default)
+WORKER_WAIT_S = 60.0  # a worker may be started before its scheduler
+
+
+class DaskError(TesselError, ConnectionError):
+    """A Dask scheduler that does not answer, or an address that is not one."""
+
+
+def _unreachable(address: Any, seconds: float, err: Exception) -> DaskError:
+    if isinstance(err, ValueError):
+        return DaskError(f"{address!r} is not a Dask scheduler address ({err}); give "
+                         "tcp://HOST:PORT")
+    return DaskError(f"no Dask scheduler answered at {address} within {seconds:g} s; start "
+                     "one (`dask scheduler`) or check the address")
 
 
 def resource_name(device: str) -> str:
@@ -103,15 +121,17 @@ def measure_on_device(job: RemoteJob) -> MeasureResult:
     return session.measure(job.local())
 
 
-def serve(scheduler: str, device: str, *, name: str | None = None) -> None:
+def serve(scheduler: str, device: str, *, name: str | None = None,
+          wait_s: float = WORKER_WAIT_S) -> None:
     """Join the Dask scheduler at `scheduler` as the owner of device `device`; run until the
-    scheduler goes away or the process is stopped (the `tessel worker` command)."""
+    scheduler is gone for `wait_s` or the process is stopped (the `tessel worker` command).
+    DaskError when no scheduler answers within `wait_s`."""
     import asyncio
 
     Worker = require("distributed", "tessel worker").Worker
 
     async def main() -> None:
-        async with Worker(scheduler, nthreads=1, name=name,
+        async with Worker(scheduler, nthreads=1, name=name, death_timeout=wait_s,
                           resources={resource_name(device): 1}) as worker:
             await worker.finished()
 
@@ -119,6 +139,20 @@ def serve(scheduler: str, device: str, *, name: str | None = None) -> None:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+    except (RuntimeError, TimeoutError) as err:
+        # "Worker start timed out after 60s"; "Worker failed to start." from a bad address
+        cause = err.__cause__ if isinstance(err, RuntimeError) else err
+        if not isinstance(cause, (TimeoutError, ValueError)):
+            raise
+        raise _unreachable(scheduler, wait_s, cause) from None
+
+
+def _connect(Client: Any, address: Any, seconds: float) -> Any:
+    """A distributed.Client of the scheduler at `address`, or DaskError."""
+    try:
+        return Client(address, timeout=f"{seconds}s")
+    except (OSError, ValueError) as err:  # OSError: "Timed out trying to connect to ..."
+        raise _unreachable(address, seconds, err) from None
 
 
 class DaskRunner:
@@ -126,14 +160,18 @@ class DaskRunner:
     on devices advertised as `device`. Other keywords as LocalRunner (RunConfig fields).
 
     `batch_timeout_s` bounds the wait for a whole batch (default: 60 s plus each candidate's
-    timeout_s and each workload's reference_timeout_s); what is not done then is a timeout."""
+    timeout_s and each workload's reference_timeout_s); what is not done then is a timeout.
+    A scheduler that does not answer within `connect_timeout_s` (default CONNECT_TIMEOUT_S)
+    is a DaskError."""
 
     def __init__(self, scheduler: Any, *, device: str, target: Target | None = None,
                  config: RunConfig | None = None, batch_timeout_s: float | None = None,
-                 cache_dir: str | Path | None = None, **overrides: object) -> None:
+                 cache_dir: str | Path | None = None, connect_timeout_s: float | None = None,
+                 **overrides: object) -> None:
         Client = require("distributed", "DaskRunner").Client
         self._own_client = not isinstance(scheduler, Client)
-        self.client = Client(scheduler, timeout="30s") if self._own_client else scheduler
+        wait = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
+        self.client = _connect(Client, scheduler, wait) if self._own_client else scheduler
         self.device = device
         self.target = target if target is not None else Target("host")
         self.config = make_config(config, overrides)
@@ -230,4 +268,5 @@ class DaskRunner:
         self.close()
 
 
-__all__ = ["DaskRunner", "RemoteJob", "measure_on_device", "resource_name", "serve"]
+__all__ = ["CONNECT_TIMEOUT_S", "DaskError", "DaskRunner", "RemoteJob", "measure_on_device",
+           "resource_name", "serve"]

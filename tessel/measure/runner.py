@@ -178,6 +178,7 @@ class LocalRunner:
                  device: str = "cpu", lock: bool = True, cache_dir: str | Path | None = None,
                  **overrides: object) -> None:
         self.target = target if target is not None else Target("host")
+        self.target.check_runs_here("measuring kernels")  # a SIGILL in every candidate
         self.config = make_config(config, overrides)
         self.references = References(self.target, cache_dir)
         self.best = BestSoFar(self.config.stop_ratio)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 from tessel import ir, te
 from tessel.errors import TesselError
+from tessel.te.expr import MAX_EXTENT
 
 
 class OpError(TesselError, ValueError):
@@ -26,9 +27,12 @@ def _is_int(v: Any) -> bool:
 
 
 def positive(op: str, **dims: Any) -> None:
-    """Each named size must be an int >= 1."""
+    """Each named size must be an int >= 1 that an index can reach (te.expr.MAX_EXTENT); the
+    buffers' bytes are te's to check (te.expr.MAX_BYTES)."""
     for name, v in dims.items():
         check(_is_int(v) and v >= 1, f"{op}: {name} must be a positive int, got {v!r}")
+        check(v <= MAX_EXTENT, f"{op}: {name} = {v} is more than 2**31 - 1 (indices are "
+                               f"32-bit)")
 
 
 def ints(op: str, name: str, value: Any, n: int, minimum: int) -> tuple[int, ...]:
@@ -45,6 +49,8 @@ def shape_arg(op: str, shape: Any) -> tuple[int, ...]:
     ok = isinstance(dims, (list, tuple)) and len(dims) >= 1 and all(map(_is_int, dims))
     check(ok and all(d >= 1 for d in dims),
           f"{op}: shape must be an int or a non-empty sequence of positive ints, got {shape!r}")
+    check(max(dims) <= MAX_EXTENT, f"{op}: shape {tuple(dims)} has a dimension of more than "
+                                   f"2**31 - 1 (indices are 32-bit)")
     return tuple(dims)
 
 

@@ -6,7 +6,7 @@ casts each operand to out_dtype before multiplying.
 from __future__ import annotations
 
 from tessel import ir, te
-from tessel.ops.common import dtype_arg, make_func, out_dtype_arg, positive
+from tessel.ops.common import check, dtype_arg, make_func, out_dtype_arg, positive
 
 
 def _mul(a: ir.Expr, b: ir.Expr, out_dtype: str) -> ir.Expr:
@@ -51,6 +51,7 @@ def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
     its own stage "dense" and the output is the stage "bias_add".
     """
     positive("dense", M=M, N=N, K=K)
+    check(isinstance(bias, bool), f"dense: bias must be True or False, got {bias!r}")
     dtype = dtype_arg("dense", dtype)
     out_dtype = out_dtype_arg("dense", dtype, out_dtype)
     data = te.placeholder((M, K), dtype, name="data")
@@ -65,7 +66,7 @@ def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
         out = te.compute((M, N), lambda i, j: prod[i, j] + b[j], name="bias_add")
         params.append(b)
     return make_func("dense", params + [out],
-                     dict(M=M, N=N, K=K, bias=bool(bias), dtype=dtype, out_dtype=out_dtype))
+                     dict(M=M, N=N, K=K, bias=bias, dtype=dtype, out_dtype=out_dtype))
 
 
 def transpose_batch_matmul(batch: int, seq: int, heads: int, dim: int,

@@ -188,7 +188,27 @@ def _chain_count(options: list[int], chains: Callable[[int], int],
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of `n`, ascending, from its prime factors: trial division stops at the
+    square root of what is left, so 10**18 takes a few dozen steps and a large prime at most
+    sqrt(n) (counting to n hung on a 10**9-wide loop)."""
+    divisors = [1]
+    for prime, power in _factorize(n).items():
+        divisors = [d * prime ** k for d in divisors for k in range(power + 1)]
+    return sorted(divisors)
+
+
+def _factorize(n: int) -> dict[int, int]:
+    """{prime: power} of n >= 1."""
+    factors: dict[int, int] = {}
+    d = 2
+    while d * d <= n:
+        while n % d == 0:
+            factors[d] = factors.get(d, 0) + 1
+            n //= d
+        d += 1 if d == 2 else 2
+    if n > 1:
+        factors[n] = factors.get(n, 0) + 1
+    return factors
 
 
 def _row_tile(extent: int, rows_max: int) -> tuple[int, int, int, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -87,24 +88,56 @@ def identity_of(combiner: str, dtype: str) -> Expr:
     return ir.const(lo if combiner == "max" else hi, dtype)
 
 
+MAX_EXTENT = 2**31 - 1  # loops and indices are int32 (ir.INDEX_DTYPE)
+MAX_BYTES = 2**48  # what a 64-bit machine can address (48-bit virtual addresses)
+
+
+def _is_int(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool)
+
+
 def _shape(shape: int | Sequence[int], what: str) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    check(_is_int(shape) or isinstance(shape, (list, tuple)),
+          f"{what}: shape must be an int or a tuple of ints, got {shape!r}")
+    dims = (shape,) if _is_int(shape) else tuple(shape)
     for n in dims:
-        check(isinstance(n, int) and not isinstance(n, bool) and n >= 1,
-              f"{what}: shape {tuple(dims)} must be positive integers")
+        check(_is_int(n) and n >= 1, f"{what}: shape {tuple(dims)} must be positive integers")
+        check(n <= MAX_EXTENT, f"{what}: shape {dims} has a dimension of {n}; a dimension "
+                               f"is at most 2**31 - 1 (indices are 32-bit)")
     return dims
+
+
+def _check_bytes(what: str, dims: tuple[int, ...], dtype: str) -> None:
+    """No buffer larger than a 64-bit machine can address (its size is said)."""
+    nbytes = math.prod(dims) * ir.DTYPE_BITS[dtype] // 8
+    check(nbytes <= MAX_BYTES, f"{what}: shape {dims} of {dtype} takes {_binary(nbytes)}, "
+                               f"more than the 256 TiB (2**48 bytes) a machine can address")
+
+
+def _binary(nbytes: int) -> str:
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
+    power = builtins.min(builtins.max(nbytes.bit_length() - 1, 0) // 10, len(units) - 1)
+    return f"{nbytes / 1024**power:.4g} {units[power]}"
 
 
 def placeholder(shape: int | Sequence[int], dtype: str = "float32", name: str = "X") -> Tensor:
     """An input tensor."""
-    return Tensor(name, _shape(shape, f"placeholder {name}"), ir.expr.check_dtype(dtype))
+    check(isinstance(name, str) and name != "", f"placeholder: name must be a non-empty str, "
+                                                f"got {name!r}")
+    dims, dtype = _shape(shape, f"placeholder {name}"), ir.expr.check_dtype(dtype)
+    _check_bytes(f"placeholder {name}", dims, dtype)
+    return Tensor(name, dims, dtype)
 
 
 def reduce_axis(dom: int | tuple[int, int], name: str = "k") -> Axis:
     """A reduction axis over range(dom) or range(lo, hi)."""
-    lo, hi = (0, dom) if isinstance(dom, int) else dom
-    check(isinstance(lo, int) and isinstance(hi, int) and hi > lo,
-          f"reduce_axis {name}: empty or non-integer range {dom!r}")
+    ok = _is_int(dom) or isinstance(dom, (list, tuple)) and len(dom) == 2 and \
+        builtins.all(map(_is_int, dom))
+    check(ok, f"reduce_axis {name}: range must be an int or a pair of ints, got {dom!r}")
+    lo, hi = (0, dom) if _is_int(dom) else dom
+    check(hi > lo, f"reduce_axis {name}: empty range {dom!r}")
+    check(hi - lo <= MAX_EXTENT, f"reduce_axis {name}: range {dom!r} is longer than 2**31 - 1 "
+                                 f"(indices are 32-bit)")
     return Axis(name, "int32", hi - lo, lo, ir.REDUCE)
 
 
@@ -128,9 +161,14 @@ def _contains_reduce(e: Expr) -> bool:
 def compute(shape: int | Sequence[int], fcompute: Callable[..., ExprLike], name: str = "T",
             attrs: dict[str, Any] | None = None) -> Tensor:
     """A tensor whose element at index (i, j, ...) is fcompute(i, j, ...)."""
+    check(isinstance(name, str) and name != "", f"compute: name must be a non-empty str, "
+                                                f"got {name!r}")
     dims = _shape(shape, f"compute {name}")
+    check(callable(fcompute), f"compute {name}: fcompute must be a function of the indices, "
+                              f"got {type(fcompute).__name__}")
     axes = tuple(Axis(n, "int32", extent) for n, extent in zip(_axis_names(fcompute, len(dims)), dims))
     body = ir.convert(fcompute(*axes))
+    _check_bytes(f"compute {name}", dims, body.dtype)
     if isinstance(body, Reduce):
         check(not _contains_reduce(body.source), f"compute {name}: nested reduction")
         spatial = set(axes)
@@ -258,12 +296,14 @@ def _minmax(name: str, a, b, where) -> Expr:
 
 
 def max(a: ExprLike, axis=None, where: ExprLike | None = None) -> Expr:  # noqa: A001
-    """max(expr, axis=k) reduces over k; max(a, b) is the elementwise maximum."""
+    """max(expr, axis=k) reduces over k; max(a, b) is the elementwise maximum. A NaN
+    operand or element gives NaN (torch.maximum, torch.amax)."""
     return _minmax("max", a, axis, where)
 
 
 def min(a: ExprLike, axis=None, where: ExprLike | None = None) -> Expr:  # noqa: A001
-    """min(expr, axis=k) reduces over k; min(a, b) is the elementwise minimum."""
+    """min(expr, axis=k) reduces over k; min(a, b) is the elementwise minimum. A NaN
+    operand or element gives NaN (torch.minimum, torch.amin)."""
     return _minmax("min", a, axis, where)
 
 

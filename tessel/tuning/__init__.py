@@ -14,10 +14,12 @@ the `tessel` logger (silent unless configured; `tessel -v` turns it on).
 from tessel.tuning.best import TuneError, apply_best, best_func, best_module
 from tessel.tuning.callbacks import (AddToDatabase, LogBatch, MeasureCallback, ProgressLine,
                                      UpdateCostModel)
-from tessel.tuning.loop import Trial, TuneResult, TuneRun, tune, tune_tasks
+from tessel.tuning.loop import (Trial, TuneResult, TuneRun, check_tune_tasks_args, tune,
+                                 tune_tasks)
 from tessel.tuning.scheduler import TaskScheduler
 from tessel.tuning.task import Task, TaskError
 
 __all__ = ["tune", "tune_tasks", "apply_best", "best_func", "best_module", "TuneError",
            "TuneResult", "TuneRun", "Trial", "Task", "TaskError", "TaskScheduler",
-           "MeasureCallback", "AddToDatabase", "UpdateCostModel", "ProgressLine", "LogBatch"]
+           "MeasureCallback", "AddToDatabase", "UpdateCostModel", "ProgressLine", "LogBatch",
+           "check_tune_tasks_args"]

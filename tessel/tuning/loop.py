@@ -5,11 +5,12 @@ database and measure callbacks are wired together.
     result.best_seconds, result.best_gflops, result.best_trace, result.module
 
 A run resumes from the database: the trials already stored for this workload and target count
-toward `trials`, warm the cost model and are never proposed again. tune() is pipelined: the
-next batch is proposed while one compiles (`_loop`). Every batch is committed as soon as it
-is measured, so a killed run loses at most the batch in flight (and the proposals made
-meanwhile, never measured). At the end the best few programs are measured again and the
-winner is the best re-measured one.
+toward `trials`, warm the cost model and are never proposed again. Runs sharing a database
+share the budget: what the others have stored or are measuring counts too, so asking each for
+`trials` stores `trials` in all. tune() is pipelined: the next batch is proposed while one
+compiles (`_loop`). Every batch is committed as soon as it is measured, so a killed run loses
+at most the batch in flight (and the proposals made meanwhile, never measured). At the end the
+best few programs are measured again and the winner is the best re-measured one.
 
 Ctrl-C (SIGINT, when tuning runs in the main thread) stops a run after the batch in flight is
 measured and committed, and returns what was found (`TuneResult.interrupted`); a second
@@ -18,6 +19,7 @@ Ctrl-C stops at once (KeyboardInterrupt), losing only that batch.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import math
 import os
@@ -35,19 +37,23 @@ from types import FrameType
 from tessel import cost_model as cost_models
 from tessel.codegen import Module, build
 from tessel.cost_model import CostModel
-from tessel.database import Database, TuningRecord
+from tessel.database import Database, DatabaseError, TuningRecord
 from tessel.ir import PrimFunc
 from tessel.measure import Builder, LocalBuilder, LocalRunner, MeasureResult, Runner
 from tessel.schedule import Trace
 from tessel.search import MODEL_BASED, Proposal, SearchStrategy, make_strategy
 from tessel.search.base import program_key
 from tessel.space import SpaceLike, make_space, postprocs_for
-from tessel.target import Target
+from tessel.target import Target, as_target
+from tessel.tuning.args import check, check_args, check_func
 from tessel.tuning.best import TuneError
 from tessel.tuning.callbacks import MeasureCallback, default_callbacks, update_model
 from tessel.tuning.progress import TuneProgress
 from tessel.tuning.scheduler import TaskScheduler
 from tessel.tuning.task import Task
+
+WAIT_S = 0.5  # how often a run whose last trials other runs are measuring looks again
+_RUNS = itertools.count()  # runs started in this process: each label is unique
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ class TuneRun:
     callbacks: list[MeasureCallback] = field(default_factory=list)
 
 
-def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
+def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *,
          space: SpaceLike = "auto", strategy: str | SearchStrategy = "evolutionary",
          cost_model: str | CostModel = cost_models.DEFAULT,
          database: str | Path | Database | None = None,
@@ -104,13 +110,20 @@ def tune(func: PrimFunc, target: Target | None = None, trials: int = 64, *,
          seed: int = 0, early_stopping: int | None = None, rerun_top: int = 3, name: str = "",
          progress: bool = True, strategy_options: dict[str, object] | None = None,
          callbacks: Sequence[MeasureCallback] = ()) -> TuneResult:
-    """Search for a fast program of `func` on `target` within `trials` measurements in all
-    (those already in the database included). Returns the best program found, built.
-    `callbacks` run after each batch, after the built-in ones (tessel.tuning.callbacks)."""
-    _check_args(func, trials, batch_size, early_stopping)
-    task = Task(func, target if target is not None else Target("host"), name)
-    run = _setup(task, space, strategy, cost_model, database, runner, builder, seed,
-                 strategy_options or {})
+    """Search for a fast program of `func` on `target` (a Target or its name; None: this
+    host) within `trials` measurements in all (those already in the database included, and
+    those other runs sharing it are measuring). Returns the best program found, built.
+    `callbacks` run after each batch, after the built-in ones (tessel.tuning.callbacks).
+    Every argument is checked before any work (TuneError)."""
+    check_func(func)
+    target = as_target(target)
+    check_args(target, trials=trials, space=space, strategy=strategy, cost_model=cost_model,
+               database=database, runner=runner, builder=builder, batch_size=batch_size,
+               seed=seed, early_stopping=early_stopping, rerun_top=rerun_top, name=name,
+               progress=progress, strategy_options=strategy_options, callbacks=callbacks)
+    task = Task(func, target, name)
+    (run,) = _make_runs([task], space, strategy, _make_model(cost_model, target), database,
+                        runner, builder, seed, strategy_options or {})
     try:
         before = _resume(run)
         bar = TuneProgress(task.label, trials, run.done, task.flops, enabled=progress)
@@ -133,28 +146,49 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
                rerun_top: int = 3, progress: bool = True,
                strategy_options: dict[str, object] | None = None,
                callbacks: Sequence[MeasureCallback] = ()) -> list[TuneResult]:
-    """Tune many tasks (e.g. the layers of a model) within `trials` measurements in all: the
-    task scheduler gives each round of `batch_size` trials to one task. One cost model, builder,
-    runner and database serve every task."""
-    if not tasks:
-        raise TuneError("tune_tasks needs at least one task")
-    _check_args(tasks[0].workload, trials, batch_size, None)
-    target = tasks[0].target
-    model = (cost_models.make(cost_model, target) if isinstance(cost_model, str)
-             else cost_model)
-    db = _open_database(database)
-    given_builder, given_runner = builder, runner
-    builder = builder if builder is not None else LocalBuilder(target)
-    runner = runner if runner is not None else LocalRunner(target)
-    runs = [_setup(t, space, strategy, model, db, runner, builder, seed + k,
-                   strategy_options or {}) for k, t in enumerate(tasks)]
-    before = [_resume(run) for run in runs]
+    """Tune many tasks (e.g. the layers of a model; one target) within `trials` measurements
+    in all: the task scheduler gives each round of `batch_size` trials to one task. One cost
+    model, builder, runner and database serve every task. Every argument is checked before
+    any work (TuneError)."""
+    target = _check_tasks(tasks)
+    check_tune_tasks_args(target, trials, scheduler=scheduler, space=space, strategy=strategy,
+                          cost_model=cost_model, database=database, runner=runner,
+                          builder=builder, batch_size=batch_size, seed=seed,
+                          rerun_top=rerun_top, progress=progress,
+                          strategy_options=strategy_options, callbacks=callbacks)
+    runs = _make_runs(tasks, space, strategy, _make_model(cost_model, target), database,
+                      runner, builder, seed, strategy_options or {})
     try:
+        before = [_resume(run) for run in runs]
         with _stop_on_interrupt() as stop:
             return _tune_rounds(runs, before, TaskScheduler(tasks, scheduler, seed=seed), trials,
                                 batch_size, rerun_top, progress, stop, callbacks)
     finally:
-        _close_owned(runs[0], given_builder, given_runner, database)
+        _close_owned(runs[0], builder, runner, database)
+
+
+def check_tune_tasks_args(target: Target, trials: int, **options: object) -> None:
+    """TuneError for the first bad argument of tune_tasks(tasks, trials, **options), an
+    unknown name included: tessel.tune_model checks its options so before loading a model."""
+    known = [p for p in inspect.signature(tune_tasks).parameters if p not in ("tasks", "trials")]
+    for key in options:
+        check(key in known, f"tune_tasks takes no argument {key!r}; its arguments: "
+                            f"{', '.join(known)}")
+    check(not isinstance(options.get("strategy"), SearchStrategy),
+          "tune_tasks takes a strategy name (it makes one strategy per task), not a "
+          "SearchStrategy")
+    check_args(target, trials=trials, **options)
+
+
+def _check_tasks(tasks: object) -> Target:
+    """The one target of a non-empty sequence of Tasks."""
+    check(isinstance(tasks, Sequence) and not isinstance(tasks, str) and len(tasks) > 0,
+          f"tune_tasks needs a non-empty list of Tasks, got {type(tasks).__name__}")
+    for k, task in enumerate(tasks):
+        check(isinstance(task, Task), f"tasks[{k}] must be a Task, got {type(task).__name__}")
+        check(task.target == tasks[0].target, f"tasks[{k}] is for {task.target}, tasks[0] for "
+                                              f"{tasks[0].target}: tune_tasks takes one target")
+    return tasks[0].target
 
 
 def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, trials: int,
@@ -186,35 +220,60 @@ def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, t
 
 # ---- steps ----
 
-def _check_args(func: PrimFunc, trials: int, batch_size: int, early: int | None) -> None:
-    if not isinstance(func, PrimFunc):
-        raise TuneError(f"tune needs a PrimFunc (e.g. tessel.ops.SUITE['GMM']), got "
-                        f"{type(func).__name__}")
-    for label, value in (("trials", trials), ("batch_size", batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise TuneError(f"{label} must be a positive int, got {value!r}")
-    if early is not None and (not isinstance(early, int) or early < 1):
-        raise TuneError(f"early_stopping must be None or a positive int, got {early!r}")
+def _make_model(cost_model: str | CostModel, target: Target) -> CostModel:
+    return cost_models.make(cost_model, target) if isinstance(cost_model, str) else cost_model
 
 
-def _setup(task: Task, space: SpaceLike, strategy: str | SearchStrategy,
-           cost_model: str | CostModel, database: str | Path | Database | None,
-           runner: Runner | None, builder: Builder | None, seed: int,
-           options: dict[str, object]) -> TuneRun:
-    space = make_space(space, task.target)
-    model = (cost_models.make(cost_model, task.target) if isinstance(cost_model, str)
-             else cost_model)
+def _make_runs(tasks: Sequence[Task], space: SpaceLike, strategy: str | SearchStrategy,
+               model: CostModel, database: str | Path | Database | None,
+               runner: Runner | None, builder: Builder | None, seed: int,
+               options: dict[str, object]) -> list[TuneRun]:
+    """A run per task, sharing the model, builder, runner and database: their strategies
+    are made first, the database opened last (a refused strategy option leaves no file)."""
+    searches = [_make_strategy(task, space, strategy, model, seed + k, options)
+                for k, task in enumerate(tasks)]
+    builder, runner, db = _parts(tasks[0].target, builder, runner, database)
+    return [TuneRun(task, search, model, db, builder, runner, _label(search))
+            for task, search in zip(tasks, searches)]
+
+
+def _make_strategy(task: Task, space: SpaceLike, strategy: str | SearchStrategy,
+                   model: CostModel, seed: int, options: dict[str, object]) -> SearchStrategy:
     uses_model = isinstance(strategy, SearchStrategy) or strategy in MODEL_BASED
-    search = make_strategy(strategy, space, task.workload, seed=seed,
-                           cost_model=model if uses_model else None,
-                           postprocs=postprocs_for(task.workload, task.target), **options)
-    db = _open_database(database)
-    builder = builder if builder is not None else LocalBuilder(task.target)
-    runner = runner if runner is not None else LocalRunner(task.target)
-    # unique among runs sharing the database: two runs started in one second differ by pid
-    label = (f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')} "
-             f"#{os.getpid()}")
-    return TuneRun(task, search, model, db, builder, runner, label)
+    try:
+        return make_strategy(strategy, make_space(space, task.target), task.workload, seed=seed,
+                             cost_model=model if uses_model else None,
+                             postprocs=postprocs_for(task.workload, task.target), **options)
+    except TypeError as err:  # an option's value of the wrong type (names are checked)
+        if not options:
+            raise
+        raise TuneError(f"strategy_options {options!r}: {err}") from None
+
+
+def _parts(target: Target, builder: Builder | None, runner: Runner | None,
+           database: str | Path | Database | None) -> tuple[Builder, Runner, Database]:
+    """The builder, runner and database given, or new ones (closed again when making the
+    next one fails)."""
+    made: list[Builder | Runner] = []
+    try:
+        if builder is None:
+            builder = LocalBuilder(target)
+            made.append(builder)
+        if runner is None:
+            runner = LocalRunner(target)
+            made.append(runner)
+        return builder, runner, _open_database(database)
+    except BaseException:
+        for part in made:
+            part.close()
+        raise
+
+
+def _label(search: SearchStrategy) -> str:
+    """The run's name in the database: unique among runs sharing it (two runs started in one
+    second differ by process and by their count in it)."""
+    return (f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')} "
+            f"#{os.getpid()}.{next(_RUNS)}")
 
 
 def _close_owned(run: TuneRun, builder: Builder | None, runner: Runner | None,
@@ -303,70 +362,83 @@ def _loop(run: TuneRun, trials: int, batch_size: int, early: int | None, bar: Tu
     """The pipelined loop: while one batch builds (compiler processes), the next is proposed
     (Python); measuring has the machine to itself. A batch is proposed from what was measured
     before the batch in flight (one batch behind), and claimed in the database when proposed,
-    so nothing is proposed or measured twice. A batch proposed but not measured when the run
-    stops gives its claims back; a run killed at any moment loses at most the batch being
-    measured and the one proposed after it (their claims lapse with the process)."""
-    def propose(in_flight: int) -> list[Proposal] | None:
-        return _propose(run, min(batch_size, trials - run.done - in_flight), bar, trials,
-                        in_flight)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tessel-build") as pool:
-        following: list[Proposal] | None = []
-        while run.done < trials and not stop.is_set():
-            batch = following or propose(0)
-            if batch is None:
-                break  # nothing new left in the space
-            if not batch:
-                continue  # every program proposed is another run's to measure
-            cands = _candidates(run, batch)
-            building = pool.submit(run.builder.build, cands)
-            following = propose(len(batch)) if not stop.is_set() else []
-            try:
+    so nothing is proposed or measured twice and runs sharing the database share `trials`
+    (Database.trials counts what they have stored and what they are measuring). A batch
+    proposed but not measured when the run stops gives its claims back; a run killed at any
+    moment loses at most the batch being measured and the one proposed after it (their claims
+    lapse with the process)."""
+    batch: list[Proposal] | None = []
+    following: list[Proposal] | None = []
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tessel-build") as pool:
+            while run.done < trials and not stop.is_set():
+                batch, following = following or _propose(run, batch_size, bar, trials), []
+                if batch is None:
+                    break  # nothing new left in the space
+                if not batch:  # every program proposed is another run's, or the rest of trials
+                    _wait_for_others(run, trials, stop)
+                    continue
+                cands = _candidates(run, batch)
+                building = pool.submit(run.builder.build, cands)
+                following = _propose(run, batch_size, bar, trials) if not stop.is_set() else []
                 _told(run, batch, run.runner.run(cands, building.result()))
-            except BaseException:  # what was not committed is given back
-                _release(run, [*batch, *(following or [])])
-                raise
-            if following is None:
-                break
-            if early is not None and run.done - run.last_gain >= early:
-                break
-        _release(run, following)
+                if following is None:
+                    break
+                if early is not None and run.done - run.last_gain >= early:
+                    break
+    finally:  # claims not committed (a batch that failed, one proposed after it) are given back
+        _release(run, [*(batch or []), *(following or [])])
+
+
+def _wait_for_others(run: TuneRun, budget: int, stop: threading.Event) -> None:
+    """When other runs sharing the database are measuring the rest of the budget, wait a moment
+    before looking again: for their commits, or for their claims to lapse (their process
+    gone, or CLAIM_TTL_S passed)."""
+    if run.db.trials(run.task.workload, run.task.target) >= budget:
+        stop.wait(WAIT_S)
 
 
 def _release(run: TuneRun, batch: Sequence[Proposal] | None) -> None:
-    """Give back the claims of proposed programs that will not be measured."""
+    """Give back the claims of proposed programs that will not be measured (committed ones
+    stay; a database that cannot be written keeps them until they lapse: the error that
+    stopped the run is the one to report)."""
     if batch:
-        run.db.release(run.task.workload, run.task.target, [program_key(p) for p in batch],
-                       run.label)
+        with contextlib.suppress(DatabaseError):
+            run.db.release(run.task.workload, run.task.target,
+                           [program_key(p) for p in batch], run.label)
 
 
-def _round(run: TuneRun, n: int, bar: TuneProgress, budget: int | None = None) -> bool:
-    """Measure one batch of up to n new programs (and no more than `budget` trials of the
-    task in all); False when the strategy has none left. Programs another run sharing the
-    database measures or has measured are left to it."""
-    batch = _propose(run, n, bar, budget)
+def _round(run: TuneRun, n: int, bar: TuneProgress) -> bool:
+    """Measure one batch of up to n new programs; False when the strategy has none left.
+    Programs another run sharing the database measures or has measured are left to it."""
+    batch = _propose(run, n, bar)
     if batch is None:
         return False
-    if batch:
-        _told(run, batch, _measure(run, batch))
+    try:
+        if batch:
+            _told(run, batch, _measure(run, batch))
+    except BaseException:  # what was not committed is given back
+        _release(run, batch)
+        raise
     return True
 
 
-def _propose(run: TuneRun, n: int, bar: TuneProgress, budget: int | None = None,
-             in_flight: int = 0) -> list[Proposal] | None:
-    """Up to n new programs claimed for this run (no more than `budget` trials in all, counting
-    `in_flight` ones); [] when none could be claimed or the budget is spent, None when the
-    strategy has nothing new left."""
+def _propose(run: TuneRun, n: int, bar: TuneProgress,
+             budget: int | None = None) -> list[Proposal] | None:
+    """Up to n new programs claimed for this run, no more than `budget` trials of the task in
+    all, counting those stored and those claimed (this run's batch in flight and other runs'
+    included); [] when none could be claimed or the budget is taken up, None when the strategy
+    has nothing new left."""
     bar.others(_sync(run), run.best_seconds)
     if budget is not None:
-        n = min(n, budget - run.done - in_flight)
+        n = min(n, budget - run.db.trials(run.task.workload, run.task.target))
     if n <= 0:
         return []
     batch = run.strategy.ask(n)
     if not batch:
         return None
     granted = run.db.claim(run.task.workload, run.task.target,
-                           [program_key(p) for p in batch], run.label)
+                           [program_key(p) for p in batch], run.label, budget)
     run.strategy.skip([p for p, ok in zip(batch, granted) if not ok])
     return [p for p, ok in zip(batch, granted) if ok]
 

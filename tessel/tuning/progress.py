@@ -36,7 +36,7 @@ class TuneProgress:
         self.stopped += sum("stopped_early" in r.flags for r in results)
         self.new += len(results)
         self.bar.set_postfix_str(self.status(), refresh=False)
-        self.bar.update(len(results))
+        self._advance(len(results))
 
     def others(self, count: int, best_secs: float) -> None:
         """Trials other runs sharing the database committed: they count, but not toward this
@@ -44,7 +44,14 @@ class TuneProgress:
         if count:
             self.best_secs = min(self.best_secs, best_secs)
             self.bar.set_postfix_str(self.status(), refresh=False)
-            self.bar.update(count)
+            self._advance(count)
+
+    def _advance(self, count: int) -> None:
+        """Count trials; past the total (another run sharing the database had a larger budget)
+        the total grows with them: tqdm would show it as "?"."""
+        if self.bar.total is not None and self.bar.n + count > self.bar.total:
+            self.bar.total = self.bar.n + count
+        self.bar.update(count)
 
     def refresh(self) -> None:
         """Show the status again (the task scheduler's total changed after an update)."""

@@ -52,7 +52,7 @@ BAD_TUNE_ARGS = [
     (dict(trials=2.5), "trials must be a positive int"),
     (dict(seed="x"), "seed must be an int >= 0, got 'x'"),
     (dict(seed=-1), "seed must be an int >= 0"),
-    (dict(rerun_top=-1), "rerun_top must be a positive int, got -1"),
+    (dict(rerun_top=-1), "rerun_top must be an int >= 0, got -1"),
     (dict(batch_size=True), "batch_size must be a positive int, got True"),
     (dict(early_stopping=0), "early_stopping must be None or a positive int, got 0"),
     (dict(early_stopping=True), "early_stopping must be None or a positive int"),

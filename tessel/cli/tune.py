@@ -19,6 +19,7 @@ import tessel
 from tessel import cost_model as cost_models
 from tessel import ops
 from tessel.database import Database
+from tessel.database.record import IN_SEQUENCE, RETIMED
 from tessel.database.files import status
 from tessel.errors import TesselError
 from tessel.ir import DTYPE_BITS
@@ -26,6 +27,7 @@ from tessel.measure import DaskRunner
 from tessel.search import STRATEGIES
 from tessel.space import final_func, make_space, postprocs_for
 from tessel.tuning import report
+from tessel.tuning.retime import DRIFT
 
 DEFAULT_DB = "tessel.db"
 
@@ -203,11 +205,8 @@ def _reported(result, label: str, target, args: argparse.Namespace) -> int:
         print(f"{label}: no valid program found in {args.trials} trials", file=sys.stderr)
         return 130 if result.interrupted else 1
     new = len(result.history)
-    again = result.remeasured_seconds
-    timed = f"; re-measured {again * 1e3:.4f} ms" if again == again else ""  # nan: not
-    print(f"{label}: best {result.best_gflops:.1f} GFLOP/s ({result.best_seconds * 1e3:.4f} ms"
-          f"{timed}) after {result.trials_before + new} trials ({new} new) on {target}; "
-          f"records in {args.db}")
+    print(f"{label}: best {result.best_gflops:.1f} GFLOP/s ({_timing(result)}) after "
+          f"{result.trials_before + new} trials ({new} new) on {target}; records in {args.db}")
     if result.interrupted:
         print(f"tessel tune: interrupted; every measured trial is stored in {args.db}, and "
               "the same command resumes", file=sys.stderr)
@@ -215,23 +214,49 @@ def _reported(result, label: str, target, args: argparse.Namespace) -> int:
     return 0
 
 
+def _timing(result) -> str:
+    """How the best's time was taken: re-timed as a user's process times it, beside its time
+    in search, and a note when the two differ by more than retime.DRIFT."""
+    searched = f"{result.search_seconds * 1e3:.4f} ms in search"
+    again = result.remeasured_seconds
+    if again != again:  # nan: not re-timed
+        return f"{searched}; not re-timed"
+    text = f"{again * 1e3:.4f} ms re-timed as a user's process times it; {searched}"
+    drift = again / result.search_seconds - 1
+    if abs(drift) > DRIFT:
+        text += (f": {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} now, the "
+                 "machine's speed moved (other work, or a slow phase)")
+    return text
+
+
 def cmd_best(args: argparse.Namespace) -> int:
     func, label = workload_from_args(args)
     _existing(args.db)
     target = tessel.Target("host")
     with Database(args.db) as db:
-        top = db.top_k(func, target, k=1)
+        chosen = db.selection(func, target)
+        top = [chosen] if chosen is not None else db.top_k(func, target, k=1)
     if not top or top[0].trace_json is None:
         print(f"{label}: {args.db} holds no valid record for {target}; run `tessel tune` first",
               file=sys.stderr)
         return 1
     record, task = top[0], tessel.Task(func, target)
     print(f"{label}: {task.gflops(record.mean_secs):.1f} GFLOP/s "
-          f"({record.mean_secs * 1e3:.4f} ms, {len(record.costs)} repeats, run {record.run!r})")
+          f"({record.mean_secs * 1e3:.4f} ms, {_how_timed(record)}, run {record.run!r})")
     print("\n# trace\n" + record.trace().script())
     sch = record.trace().apply(tessel.Schedule(func))
     print("\n# program\n" + final_func(sch, postprocs_for(func, target)).script())
     return 0
+
+
+def _how_timed(record) -> str:
+    flags = record.flags.split(",")
+    if RETIMED in flags:
+        return (f"re-timed in {len(record.costs)} batches at the end of its run, as a user's "
+                "process times it")
+    if IN_SEQUENCE in flags:
+        return "timed in its model's sequence"
+    return f"{len(record.costs)} repeats in search"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

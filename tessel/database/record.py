@@ -12,9 +12,14 @@ from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.schedule import Trace
 from tessel.target import Target
 
-# flag of a record timed in its model's sequence, not repeated alone (tessel.graph.select):
-# another protocol, so only Database.selection returns it, never the tuner's reads
+# Flags of a choice: a record of a program already measured, timed again to choose among the
+# best few: in its model's sequence (tessel.graph.select), or alone in rounds as a user's
+# process times it (tessel.tuning.loop, at the end of a run). Not a trial: only
+# Database.selection returns one, never the tuner's reads.
 IN_SEQUENCE = "in_sequence"
+RETIMED = "retimed"
+CHOICES = (IN_SEQUENCE, RETIMED)
+NOT_A_CHOICE = " AND ".join(f"instr(flags, '{flag}') = 0" for flag in CHOICES)  # (SQL)
 
 RECORD_COLUMNS = ("workload, target, trace_json, knobs_json, costs_json, error_kind, error_msg, "
                   "build_secs, run_secs, timestamp, run, flags")  # the order of TuningRecord.row()
@@ -104,5 +109,5 @@ def record_digest(row: tuple) -> str:
     return hashlib.sha256(json.dumps(row if row[-1] else row[:-1]).encode()).hexdigest()
 
 
-__all__ = ["RECORD_COLUMNS", "DatabaseError", "TuningRecord", "Workload", "check", "record_digest",
-           "target_key"]
+__all__ = ["CHOICES", "IN_SEQUENCE", "NOT_A_CHOICE", "RETIMED", "RECORD_COLUMNS", "DatabaseError",
+           "TuningRecord", "Workload", "check", "record_digest", "target_key"]

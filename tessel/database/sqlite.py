@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 from tessel.database.files import (OPEN_FILES, check_sqlite_file, connect_read_only,
                                    sql_error, status, writable)
 from tessel.database.jsonl import export_lines, parse_lines
-from tessel.database.record import (IN_SEQUENCE, RECORD_COLUMNS, DatabaseError, TuningRecord,
+from tessel.database.record import (NOT_A_CHOICE, RECORD_COLUMNS, DatabaseError, TuningRecord,
                                     Workload, check, record_digest, target_key)
 from tessel.ir import PrimFunc, structural_hash
 from tessel.ir.serialize import from_json as func_from_json
@@ -311,32 +311,34 @@ class Database:
             f"SELECT {RECORD_COLUMNS} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
             "trace_json, knobs_json ORDER BY mean_secs, id) AS rank FROM records WHERE "
             "workload = ? AND target = ? AND error_kind IS NULL AND "
-            "instr(flags, 'disturbed') = 0 AND instr(flags, ?) = 0) WHERE rank = 1 "
+            f"instr(flags, 'disturbed') = 0 AND {NOT_A_CHOICE}) WHERE rank = 1 "
             "ORDER BY mean_secs, id LIMIT ?",
-            (_workload_key(workload), target_key(target), IN_SEQUENCE, int(k)))
+            (_workload_key(workload), target_key(target), int(k)))
         return [TuningRecord.from_row(r) for r in rows]
 
     def selection(self, workload: PrimFunc | str, target: Target | str) -> TuningRecord | None:
-        """The program tessel.graph.select last chose for `workload` by timing its model's
-        kernels in sequence, while it is current: None when there is none, or when a tuning
+        """The last choice among `workload`'s best programs, while it is current: the one
+        tessel.graph.select chose by timing its model's kernels in sequence, or the one a
+        tuning run chose at its end by timing its best few again as a user's process times
+        them (record.CHOICES), whichever is newer; None when there is none, or when a tuning
         record arrived after it (the choice did not see that one)."""
         self._verify_target(target)
         key, tkey = _workload_key(workload), target_key(target)
         rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records WHERE workload = ? AND "
-                          "target = ? AND instr(flags, ?) > 0 ORDER BY timestamp DESC, id DESC "
-                          "LIMIT 1", (key, tkey, IN_SEQUENCE))
+                          f"target = ? AND NOT ({NOT_A_CHOICE}) ORDER BY timestamp DESC, "
+                          "id DESC LIMIT 1", (key, tkey))
         if not rows:
             return None
         chosen = TuningRecord.from_row(rows[0])
         newer = self._read("SELECT COUNT(*) FROM records WHERE workload = ? AND target = ? AND "
-                           "instr(flags, ?) = 0 AND timestamp > ?",
-                           (key, tkey, IN_SEQUENCE, chosen.timestamp))[0][0]
+                           f"{NOT_A_CHOICE} AND timestamp > ?",
+                           (key, tkey, chosen.timestamp))[0][0]
         return None if newer else chosen
 
     def records(self, workload: PrimFunc | str,
                 target: Target | str | None = None) -> list[TuningRecord]:
         """Every tuning record of a workload (on `target`, if given), errors included, oldest
-        first (not the in-sequence choices: Database.selection)."""
+        first (not the choices: Database.selection)."""
         self._verify_target(target)
         where, args = _filters(workload, target)
         rows = self._read(f"SELECT {RECORD_COLUMNS} FROM records{where} ORDER BY id", args)
@@ -501,9 +503,9 @@ def _describe(fingerprint: Any) -> str:
 
 
 def _filters(workload: PrimFunc | str | None, target: Target | str | None) -> tuple[str, list]:
-    """WHERE clauses for a workload and a target, and never a record of another protocol
-    (IN_SEQUENCE: Database.selection's)."""
-    clauses, args = ["instr(flags, ?) = 0"], [IN_SEQUENCE]
+    """WHERE clauses for a workload and a target, and never a choice (a program timed again
+    by another protocol: Database.selection's)."""
+    clauses, args = [NOT_A_CHOICE], []
     if workload is not None:
         clauses.append("workload = ?")
         args.append(_workload_key(workload))

@@ -57,7 +57,7 @@ def _positive(name: str, value: Any) -> None:
     check(_is_int(value) and value >= 1, f"{name} must be a positive int, got {value!r}")
 
 
-def _seed(name: str, value: Any) -> None:
+def _non_negative(name: str, value: Any) -> None:
     check(_is_int(value) and value >= 0, f"{name} must be an int >= 0, got {value!r}")
 
 
@@ -117,7 +117,7 @@ def _scheduler(name: str, value: Any) -> None:
 
 
 _CHECKS: dict[str, Callable[[str, Any], None]] = {
-    "trials": _positive, "batch_size": _positive, "rerun_top": _positive, "seed": _seed,
+    "trials": _positive, "batch_size": _positive, "rerun_top": _non_negative, "seed": _non_negative,
     "early_stopping": _optional_positive, "name": _of_type(str, "a str"),
     "progress": _of_type(bool, "True or False"), "strategy": _strategy,
     "cost_model": _cost_model, "database": _database,

@@ -49,6 +49,7 @@ from tessel.tuning.args import check, check_args, check_func
 from tessel.tuning.best import TuneError
 from tessel.tuning.callbacks import MeasureCallback, default_callbacks, update_model
 from tessel.tuning.progress import TuneProgress
+from tessel.tuning.retime import RETIME_ROUNDS, Choice, retime
 from tessel.tuning.scheduler import TaskScheduler
 from tessel.tuning.task import Task
 
@@ -68,6 +69,9 @@ class Trial:
 
 @dataclass
 class TuneResult:
+    """What a run found. `best_seconds` is the chosen program's time re-timed at the end, as a
+    user's process times it (tessel.tuning.retime), or its time in search (`search_seconds`)
+    when it could not be re-timed (`remeasured_seconds` nan: an interrupted run)."""
     task: Task
     best_seconds: float
     best_trace: Trace | None
@@ -76,7 +80,8 @@ class TuneResult:
     module: Module | None = None
     trials_before: int = 0
     interrupted: bool = False  # stopped by Ctrl-C after committing the batch in flight
-    remeasured_seconds: float = math.nan  # the winner timed again at the end (nan: not)
+    remeasured_seconds: float = math.nan  # the winner re-timed at the end (nan: not)
+    search_seconds: float = math.nan  # the winner's time in search (its tuning record's)
 
     @property
     def best_gflops(self) -> float:
@@ -113,8 +118,10 @@ def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *
     """Search for a fast program of `func` on `target` (a Target or its name; None: this
     host) within `trials` measurements in all (those already in the database included, and
     those other runs sharing it are measuring). Returns the best program found, built.
-    `callbacks` run after each batch, after the built-in ones (tessel.tuning.callbacks).
-    Every argument is checked before any work (TuneError)."""
+    `callbacks` run after each batch, after the built-in ones (tessel.tuning.callbacks). At
+    the end the best `rerun_top` are timed again, as a user's process times them, and the
+    fastest is the result and the workload's stored choice (tessel.tuning.retime; 0: the
+    fastest in search, not re-timed). Every argument is checked before any work (TuneError)."""
     check_func(func)
     target = as_target(target)
     check_args(target, trials=trials, space=space, strategy=strategy, cost_model=cost_model,
@@ -133,7 +140,7 @@ def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *
                 _loop(run, trials, batch_size, early_stopping, bar, stop)
             finally:
                 bar.close()
-            return _finish(run, 1 if stop.is_set() else rerun_top, before, stop.is_set())
+            return _finish(run, rerun_top, RETIME_ROUNDS, before, stop.is_set())
     finally:
         _close_owned(run, builder, runner, database)
 
@@ -213,9 +220,8 @@ def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, t
             bar.refresh()
     finally:
         bar.close()
-    if stop.is_set():
-        rerun_top = 1
-    return [_finish(run, rerun_top, b, stop.is_set()) for run, b in zip(runs, before)]
+    # one round: a model's kernels are chosen again in their model's sequence (graph.select)
+    return [_finish(run, rerun_top, 1, b, stop.is_set()) for run, b in zip(runs, before)]
 
 
 # ---- steps ----
@@ -473,10 +479,11 @@ def _record(run: TuneRun, batch: Sequence[Proposal], results: Sequence[MeasureRe
     return improved
 
 
-def _finish(run: TuneRun, rerun_top: int, before: int, interrupted: bool = False) -> TuneResult:
-    """Measure the database's best few again; the best re-measured one wins (a lucky stored
-    time does not). Its time is the database's (`best_seconds`), the re-measure beside it
-    (`remeasured_seconds`): both runs of a shared database report the same records. Build it."""
+def _finish(run: TuneRun, rerun_top: int, rounds: int, before: int,
+            interrupted: bool = False) -> TuneResult:
+    """Time the database's best `rerun_top` again in `rounds` rounds, as a user's process
+    times them (tessel.tuning.retime; with rerun_top 0 or when interrupted, the fastest
+    stored one is the best, not re-timed); store the choice and report it. Build it."""
     task = run.task
     top = [(r, run.strategy.replay(r.trace())) for r in
            run.db.top_k(task.workload, task.target, k=max(1, rerun_top)) if r.trace_json]
@@ -484,13 +491,14 @@ def _finish(run: TuneRun, rerun_top: int, before: int, interrupted: bool = False
     if not top:
         return TuneResult(task, math.inf, None, task.workload, run.history, None, before,
                           interrupted)
-    again, i = [math.nan], 0
-    if rerun_top > 1 and len(top) > 1:
-        results = _measure(run, [p for _, p in top])  # not new trials: no callbacks
-        again = [r.mean_secs if r.ok and not r.disturbed else math.inf for r in results]
-        if math.isfinite(min(again)):  # else every re-measurement failed: the stored best
-            i = again.index(min(again))
-    record, best = top[i]
-    return TuneResult(task, record.mean_secs, best.trace, best.func, run.history,
-                      build(best.func, task.target), before, interrupted,
-                      again[i] if math.isfinite(again[i]) else math.nan)
+    if interrupted or rerun_top == 0:
+        choice = Choice(*top[0])
+    else:  # not new trials: no callbacks
+        choice = retime(run.runner, run.builder, task.workload, top, rounds, run.label)
+    if choice.retimed is not None:
+        run.db.commit([choice.retimed])
+    found = choice.proposal
+    seconds = choice.seconds if math.isfinite(choice.seconds) else choice.record.mean_secs
+    return TuneResult(task, seconds, found.trace, found.func, run.history,
+                      build(found.func, task.target), before, interrupted, choice.seconds,
+                      choice.record.mean_secs)

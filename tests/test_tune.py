@@ -254,7 +254,7 @@ def test_user_callbacks_see_every_batch_after_it_is_stored(tmp_path):
     def callback(run, batch, results):
         stored = Database(run.db.path).count(run.task.workload, run.task.target)
         seen.append((len(batch), len(results), run.done, stored))
-    fake_tune(ops.matmul(32, 32, 32), 10, tmp_path / "r.db", callbacks=[callback])
+    fake_tune(ops.matmul(16, 16, 16), 10, tmp_path / "r.db", callbacks=[callback])
     assert [n for n, _, _, _ in seen] == [4, 4, 2]
     assert all(n == m for n, m, _, _ in seen)
     assert [done for _, _, done, _ in seen] == [4, 8, 10]

@@ -25,12 +25,10 @@ import numpy as np
 import tessel
 from tessel.codegen.module import build
 from tessel.cost_model.metrics import spearman_rho
-from tessel.database import Database
+from tessel.database import Database, record_program
 from tessel.graph.executor import _protocols, compile_model
 from tessel.prepack import split_prepacks
-from tessel.schedule import Schedule
 from tessel.space import default_postprocs
-from tessel.tuning.best import final_func
 
 
 def candidates(kernel, call, target, db, k: int) -> list:
@@ -42,9 +40,8 @@ def candidates(kernel, call, target, db, k: int) -> list:
     records = next((r for r in (db.top_k(w, target, k) for w in _protocols(workload)) if r), [])
     out = []
     for record in records:
-        try:
-            func = final_func(record.trace().apply(Schedule(workload)), posts)
-        except Exception:  # recorded by an older tessel: not replayable
+        func = record_program(record, workload, posts)
+        if func is None:  # recorded by an older tessel: not replayable
             continue
         main, _ = split_prepacks(func, const, drop_unread=True)
         shapes = [tuple(int(n) for n in p.shape) for p in main.params]

@@ -28,7 +28,7 @@ from tessel import ops
 from tessel.codegen.c import generate_c
 from tessel.codegen.compiler import CompileError, compile_shared
 from tessel.codegen.module import Module
-from tessel.passes import compact_buffers
+from tessel.codegen.passes import compact_buffers
 from tessel.space import default_postprocs, make_space, postprocess
 
 COMPILE_TIMEOUT_S = 30.0

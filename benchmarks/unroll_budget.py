@@ -23,8 +23,8 @@ from tessel import ops
 from tessel.codegen.c import generate_c
 from tessel.codegen.compiler import compile_shared
 from tessel.codegen.module import Module
+from tessel.codegen.passes import compact_buffers
 from tessel.database import Database
-from tessel.passes import compact_buffers
 from tessel.space import default_postprocs, postprocess
 
 from common import gflops

@@ -11,6 +11,7 @@ overridden by keyword: ``Target("host", cores=1)``, ``Target("x86_64-avx2", core
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import hashlib
@@ -174,6 +175,15 @@ def _host() -> tuple[dict[str, Any], tuple[str, ...]]:
 def host_arch() -> str:
     """This machine's architecture: "x86_64", "aarch64", ..."""
     return _normalize_arch(platform.machine())
+
+
+@functools.cache
+def _libmvec_exports(symbol: str) -> bool:
+    """Whether this machine's libmvec (glibc's vector math library) exports `symbol`."""
+    try:
+        return hasattr(ctypes.CDLL("libmvec.so.1"), symbol)
+    except OSError:
+        return False
 
 
 def cross_compiler_name(arch: str) -> str:
@@ -366,6 +376,11 @@ class Target:
         _check(dtype in _DTYPE_BITS,
                f"unknown dtype {dtype!r}; valid dtypes: {sorted(_DTYPE_BITS)}")
         return max(1, self.vector_bits // _DTYPE_BITS[dtype])
+
+    def has_vector_function(self, symbol: str) -> bool:
+        """Whether this target's C library has vector math entry `symbol` (libmvec's, e.g.
+        _ZGVdN8v_expf): this machine's is asked for a target of its arch, else False."""
+        return self.arch == host_arch() and _libmvec_exports(symbol)
 
     def host_gap(self) -> str:
         """Why this machine cannot run code built for this target ("" when it can): another

@@ -20,8 +20,8 @@ from tessel import ir, ops
 from tessel.codegen.c import generate_c
 from tessel.codegen.compiler import compile_shared
 from tessel.codegen.module import Module
+from tessel.codegen.passes import compact_buffers
 from tessel.ir import BlockRealize, For, SeqStmt
-from tessel.passes import compact_buffers
 from tessel.space import SearchSpace, default_postprocs, postprocess
 
 TARGET = tessel.Target("host")

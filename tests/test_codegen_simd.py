@@ -11,12 +11,12 @@ import pytest
 
 from tessel import ir
 from tessel.codegen import asm_for, build, generate_c
-from tessel.codegen.c_expr import Lin
+from tessel.codegen.passes.affine import Lin
 from tessel.codegen.passes.registers import plan_slots
 from tessel.codegen.passes.vectorize import Chunk, chunk_plan
 from tessel.ir import REDUCE, Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.arith import block_regions
-from tessel.target import Target
+from tessel.target import Target, host_arch
 from isa import ISA_PRESETS, fmas, hot_loop, spills
 
 AVX2 = Target("x86_64-avx2")  # a preset: 8 float lanes, machine-independent source
@@ -343,6 +343,15 @@ def test_math_intrinsics_use_the_c_librarys_vector_functions(cache_dir, name, dt
                                atol=1e-7 if dtype == "float32" else 1e-15)
     source = build(func).source
     assert "_ZGV" in source and "omp simd" not in source
+
+
+def test_vector_math_is_asked_of_the_target():
+    """Target.has_vector_function asks this machine's C library only for a target of its
+    architecture; another's cannot be asked here, so it has none (no _ZGV call in its code)."""
+    other = Target("aarch64-neon" if host_arch() == "x86_64" else "x86_64-avx2")
+    assert not other.has_vector_function("_ZGVdN8v_expf")
+    func = vector_map(19, lambda A, i: ir.call("exp", A[i]))
+    assert "_ZGV" not in generate_c(func, other)
 
 
 def test_lane_independent_store_falls_back(cache_dir):

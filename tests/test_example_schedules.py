@@ -10,7 +10,7 @@ import pytest
 import tessel
 from tessel import ir, ops
 from tessel.codegen import asm_for, generate_c
-from tessel.passes import compact_buffers
+from tessel.codegen.passes import compact_buffers
 from isa import HOST, ISA_PRESETS, fmas, hot_loop, runs_here, spills
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -86,3 +86,17 @@ def test_the_walk_sees_the_imports_it_checks():
     edges, _ = import_graph()
     assert {"schedule", "codegen", "measure", "search", "space"} <= edges["tuning"]
     assert UNITS >= {"te", "tuning", "cli", "graph", "schedule", "target", "errors"}
+
+
+def test_codegen_passes_never_import_the_printer():
+    """The lowering passes know the lowered IR and each other, never the C printer (c.py,
+    c_expr.py, c_vector.py) or the build: the printer prints what they decided."""
+    seen, wrong = set(), []
+    for path in (ROOT / "codegen" / "passes").glob("*.py"):
+        for name, _ in imports(ast.parse(path.read_text())):
+            seen.add(name)
+            if name.startswith("tessel.codegen") and name != "tessel.codegen.lowered" and \
+                    not name.startswith("tessel.codegen.passes"):
+                wrong.append(f"codegen/passes/{path.name} imports {name}")
+    assert wrong == []
+    assert {"tessel.codegen.lowered", "tessel.codegen.passes.affine"} <= seen

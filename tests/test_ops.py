@@ -8,6 +8,8 @@ import pytest
 
 from tessel import ir, ops
 from tessel.ops import reference as ref
+from tessel.ops.registry import define
+from tessel.space.templates import TEMPLATES
 
 # (factory, args, kwargs, expected parameter shapes in order: inputs then output)
 SHAPES = [
@@ -35,8 +37,11 @@ SHAPES = [
     (ops.avg_pool2d, (2, 3, 7, 7, (3, 2)), {}, [(2, 3, 7, 7), (2, 3, 2, 3)]),
     (ops.global_avg_pool2d, (2, 3, 7, 5), {}, [(2, 3, 7, 5), (2, 3, 1, 1)]),
     (ops.relu, ((3, 5),), {}, [(3, 5), (3, 5)]),
+    (ops.sigmoid, ((3, 5),), {}, [(3, 5), (3, 5)]),
+    (ops.tanh, (4,), {}, [(4,), (4,)]),
     (ops.gelu, (7,), {}, [(7,), (7,)]),
     (ops.add, ((2, 3, 4),), {}, [(2, 3, 4)] * 3),
+    (ops.multiply, ((2, 3),), {}, [(2, 3)] * 3),
     (ops.bias_add, ((2, 3, 4),), {}, [(2, 3, 4), (3,), (2, 3, 4)]),
     (ops.bias_add, ((2, 3, 4),), {"axis": -1}, [(2, 3, 4), (4,), (2, 3, 4)]),
     (ops.batch_norm, (2, 3, 4, 5), {}, [(2, 3, 4, 5)] + [(3,)] * 4 + [(2, 3, 4, 5)]),
@@ -59,9 +64,20 @@ def test_param_shapes_and_attrs(factory, args, kwargs, shapes):
     # attrs are JSON-safe and rebuild the same program
     attrs = json.loads(json.dumps(func.attrs))
     assert attrs == func.attrs
-    again = ops.FACTORIES[attrs["op"]](**attrs["args"])
+    again = ops.OPS[attrs["op"]].factory(**attrs["args"])
     assert again.structural_hash() == func.structural_hash()
     assert again.attrs == func.attrs
+
+
+def test_registry():
+    """Every registered operator has a case above; every template names one; a name is
+    registered once."""
+    assert set(ops.OPS) == {case[0].__name__ for case in SHAPES}
+    assert all(op.name == name and getattr(ops, name) is op.factory
+               for name, op in ops.OPS.items())
+    assert set(TEMPLATES) <= set(ops.OPS)
+    with pytest.raises(ops.OpError, match="operator matmul is defined twice"):
+        define(ref.matmul)(ops.matmul)
 
 
 def _blocks(func):

@@ -9,7 +9,7 @@ import tessel
 from tessel import ir, ops
 from tessel.ir import Block, Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.arith import block_regions
-from tessel.passes import compact_buffers
+from tessel.codegen.passes import compact_buffers
 from tessel.schedule import Schedule
 
 
@@ -73,13 +73,7 @@ def tiled_write_cache(M=13, N=20, K=7):
     return f, sch
 
 
-def needs_compute_at():
-    if not hasattr(Schedule, "reverse_compute_at") or not hasattr(Schedule, "compute_at"):
-        pytest.skip("compute_at is not available yet")
-
-
 def test_write_cache_shrinks_to_a_tile_inside_the_tile_loop():
-    needs_compute_at()
     f, sch = tiled_write_cache()
     g = compact_buffers(sch.func)
     assert all(b.name != "C_local" for b in g.root.alloc_buffers)
@@ -104,7 +98,6 @@ def test_write_cache_shrinks_to_a_tile_inside_the_tile_loop():
 
 
 def test_read_caches_under_the_reduction_tile_loop():
-    needs_compute_at()
     f = ops.matmul(13, 19, 11)
     sch = Schedule(f)
     c = sch.get_block("C")
@@ -125,7 +118,6 @@ def test_read_caches_under_the_reduction_tile_loop():
 
 
 def test_padding_computed_at_a_row_tile_is_shrunk():
-    needs_compute_at()
     f = ops.conv2d(1, 3, 11, 11, 5, 3, 3, stride=1, padding=1)
     sch = Schedule(f)
     n, o, y, x, rc, ry, rx = sch.get_loops(sch.get_block("conv2d"))

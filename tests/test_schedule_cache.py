@@ -103,8 +103,6 @@ def test_cache_write_copies_back_only_the_written_region():
 
 
 def test_cache_read_and_write_then_compute_at():
-    if not hasattr(Schedule, "compute_at") or not hasattr(Schedule, "reverse_compute_at"):
-        pytest.skip("compute_at is not available yet")
     f, sch, c = matmul_sch(13, 19, 11)
     a = sch.cache_read(c, 0, "local")
     b = sch.cache_read(c, 1, "global")
@@ -161,8 +159,6 @@ def test_cache_write_of_a_buffer_with_two_writers_is_rejected():
 
 
 def test_cache_read_inside_a_fused_nest_is_rejected():
-    if not hasattr(Schedule, "compute_at"):
-        pytest.skip("compute_at is not available yet")
     f = two_stage()
     sch = Schedule(f)
     c = sch.get_block("C")

@@ -10,7 +10,7 @@ from tessel import ops
 from tessel.search import make_strategy
 from tessel.space import default_postprocs, make_space, postprocess
 from tessel.codegen import asm_for, generate_c
-from tessel.passes import compact_buffers
+from tessel.codegen.passes import compact_buffers
 from tessel.graph.opdefs.blocked import block_weight, unblock_array
 from tessel.space.priors import prior_decisions, prior_schedules, ranked_priors
 from isa import ISA_PRESETS, fmas, hot_loop, runs_here, spills

@@ -13,7 +13,7 @@ from tessel import ir, ops
 from tessel.space import (AutoInline, FunctionSpace, MultiLevelTiling, RuleSpace, SpaceError,
                           TemplateSpace, UnionSpace, make_space, postprocess)
 from tessel.codegen import asm_for, generate_c
-from tessel.passes import compact_buffers
+from tessel.codegen.passes import compact_buffers
 from tessel.space import default_postprocs
 from space_cases import (POSTPROCS, SUITE_NAMES, TARGET, distinct_programs, loop_signature,
                          max_errors, small)

@@ -77,9 +77,6 @@ class Analyzer:
         self._ranges[var] = as_range(rng)
         self._memo, self._bounds = {}, {}
 
-    def range_of(self, var: Var) -> Range | None:
-        return self._ranges.get(var)
-
     @contextmanager
     def scope(self, ranges: Mapping[Var, RangeLike] | None = None,
               assume: Expr | None = None) -> Iterator["Analyzer"]:

@@ -25,8 +25,8 @@ from tessel.errors import TesselError
 from tessel.ir import DTYPE_BITS
 from tessel.measure import DaskRunner
 from tessel.search import STRATEGIES
-from tessel.space import final_func, make_space, postprocs_for
-from tessel.tuning import report
+from tessel.space import make_space
+from tessel.tuning import best_record, report
 from tessel.tuning.retime import DRIFT
 
 DEFAULT_DB = "tessel.db"
@@ -46,9 +46,9 @@ def workload_from_args(args: argparse.Namespace):
         return ops.SUITE[args.workload], args.workload
     if not args.op:
         raise CliError("name a suite workload (see `tessel ops`) or an operator with --op")
-    if args.op not in ops.FACTORIES:
-        raise CliError(f"unknown operator {args.op!r}; known: {', '.join(sorted(ops.FACTORIES))}")
-    factory = ops.FACTORIES[args.op]
+    if args.op not in ops.OPS:
+        raise CliError(f"unknown operator {args.op!r}; known: {', '.join(sorted(ops.OPS))}")
+    factory = ops.OPS[args.op].factory
     sizes, attrs = _sizes(args.op, factory, args.shape), _attrs(args.attrs)
     try:
         inspect.signature(factory).bind(*sizes, **attrs)
@@ -233,19 +233,17 @@ def cmd_best(args: argparse.Namespace) -> int:
     func, label = workload_from_args(args)
     _existing(args.db)
     target = tessel.Target("host")
-    with Database(args.db) as db:
-        chosen = db.selection(func, target)
-        top = [chosen] if chosen is not None else db.top_k(func, target, k=1)
-    if not top or top[0].trace_json is None:
+    with Database(args.db, create=False) as db:
+        found = best_record(func, target, db)
+    if found is None:
         print(f"{label}: {args.db} holds no valid record for {target}; run `tessel tune` first",
               file=sys.stderr)
         return 1
-    record, task = top[0], tessel.Task(func, target)
+    (record, program), task = found, tessel.Task(func, target)
     print(f"{label}: {task.gflops(record.mean_secs):.1f} GFLOP/s "
           f"({record.mean_secs * 1e3:.4f} ms, {_how_timed(record)}, run {record.run!r})")
     print("\n# trace\n" + record.trace().script())
-    sch = record.trace().apply(tessel.Schedule(func))
-    print("\n# program\n" + final_func(sch, postprocs_for(func, target)).script())
+    print("\n# program\n" + program.script())
     return 0
 
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
                                    comment_text, float_literal, helper_source)
 from tessel.codegen.c_vector import KernelExprs, vector_source, vtype
 from tessel.codegen.lowered import (Allocate, Comment, LoweredFunc, Promote, RegisterStore,
                                     Scatter, VectorStore, lanes_of)
 from tessel.codegen.passes import lower_kernel
+from tessel.codegen.passes.blocks import buffer_bytes
 from tessel.ir import (Buffer, BufferLoad, BufferStore, For, IfThenElse, PrimFunc, SeqStmt,
                        Stmt, collect)
 from tessel.target import Target
@@ -174,7 +173,7 @@ class KernelPrinter:
         elif s.storage == "stack":
             self.emit(f"{ctype} {name}[{buf.size}] __attribute__((aligned({ALIGN_BYTES})));")
         else:
-            padded = -(-buf.size * _itemsize(buf) // ALIGN_BYTES) * ALIGN_BYTES
+            padded = -(-buffer_bytes(buf) // ALIGN_BYTES) * ALIGN_BYTES
             self.emit(f"{ctype}* restrict {name} = ({ctype}*)aligned_alloc({ALIGN_BYTES}, "
                       f"{padded});")
             self.emit_block(f"if ({name} == NULL)", self.fail)
@@ -240,14 +239,6 @@ class KernelPrinter:
         for frame in reversed(self.frames[len(self.frames) - count:]):
             if isinstance(frame, Buffer):
                 self.emit(f"free({self.names(frame)});")
-
-
-def _nbytes(buf: Buffer) -> int:
-    return int(np.prod(buf.shape)) * _itemsize(buf)
-
-
-def _itemsize(buf: Buffer) -> int:
-    return np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
 
 
 # ---- the translation unit ----
@@ -467,7 +458,7 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]
     constant = {source for _, source in prepacks} | set(constants)
-    buffers = [(f"args[{k}]", _nbytes(p), _planes(p, rows) if k not in constant and
+    buffers = [(f"args[{k}]", buffer_bytes(p), _planes(p, rows) if k not in constant and
                 p not in outputs else 0) for k, p in enumerate(own)]
     if not packs:
         parts += ["\n".join(["int32_t tessel_entry(void** args) {",
@@ -493,7 +484,7 @@ def _prepacked_entries(kernel: str, casts: list[str], packed_types: list[str],
     prepack = ["static int32_t tessel_prepack(void** args, void** packed) {"]
     for i, ((name, _, _), f, source) in enumerate(packs):
         packed = f.params[1]
-        nbytes = (_nbytes(packed) + 63) // 64 * 64
+        nbytes = (buffer_bytes(packed) + 63) // 64 * 64
         t_src, t_dst = _param_types(f)
         prepack += [f"    packed[{i}] = aligned_alloc(64, {nbytes});",
                     f"    if (packed[{i}] == NULL) {{",
@@ -524,7 +515,7 @@ int32_t tessel_entry(void** args) {{
 }}"""
     time_fn = _time_source(
         "tessel_main(args, packed)",
-        [*buffers, *((f"packed[{i}]", _nbytes(f.params[1]), 0)
+        [*buffers, *((f"packed[{i}]", buffer_bytes(f.params[1]), 0)
                      for i, (_, f, _) in enumerate(packs))], threads,
         setup=("    // the constant operands are packed once, outside the timed calls, as a",
                "    // compiled model packs its weights once",

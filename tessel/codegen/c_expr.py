@@ -1,22 +1,20 @@
-"""C text for scalar expressions, plus the affine index analysis the C renderer uses.
+"""C text for scalar expressions.
 
 `ExprPrinter` renders one IR expression as C with minimal parentheses (c_vector.KernelExprs adds
-the lowered IR's vector and register nodes). `Lin` and `linear` read an index expression as an
-affine form over loop variables, constants and the lane of a vector chunk: the lowering passes
-decide contiguous vector accesses, register promotion and bounds proofs with it.
+the lowered IR's vector and register nodes); names, literals and the C helpers it may call.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
-from typing import Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
-from tessel.errors import TesselError
+from tessel.codegen.lowered import CodegenError, check
+from tessel.codegen.passes.affine import is_nonnegative, is_positive_const
 from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
-                       Select, Var, collect, is_float)
+                       Select, Var, is_float)
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t",
            "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
@@ -46,17 +44,8 @@ _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf
 _NARROW_INTS = ("int8", "uint8", "int16")
 
 
-class CodegenError(TesselError, ValueError):
-    """The program cannot be rendered to C (unsupported node, illegal nesting, unbound name)."""
-
-
 class SourceTooLarge(CodegenError):
     """The C of a program passed the budget it was rendered with (generate_c's max_chars)."""
-
-
-def check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise CodegenError(msg)
 
 
 def c_type(dtype: str) -> str:
@@ -125,25 +114,6 @@ def int_literal(value: int, dtype: str) -> str:
 
 def _math_fn(name: str, dtype: str) -> str:
     return _MATH[name] if dtype == "float64" else _MATH[name] + "f"
-
-
-def is_nonnegative(e: Expr) -> bool:
-    """Provably >= 0: loop and iteration variables range over [0, extent)."""
-    if isinstance(e, IntImm):
-        return e.value >= 0
-    if isinstance(e, Var):
-        return True
-    if isinstance(e, BinOp) and e.op in ("+", "*", "min"):
-        return is_nonnegative(e.a) and is_nonnegative(e.b)
-    if isinstance(e, BinOp) and e.op == "max":
-        return is_nonnegative(e.a) or is_nonnegative(e.b)
-    if isinstance(e, BinOp) and e.op in ("//", "%"):
-        return is_nonnegative(e.a) and _positive_const(e.b)
-    return False
-
-
-def _positive_const(e: Expr) -> bool:
-    return isinstance(e, IntImm) and e.value > 0
 
 
 class ExprPrinter:
@@ -252,7 +222,7 @@ class ExprPrinter:
             if e.op == "//":
                 return f"{floor}({a} / {b})", PRIMARY
             return f"{a} - {b} * {floor}({a} / {b})", ADD
-        if e.dtype.startswith("u") or (is_nonnegative(e.a) and _positive_const(e.b)):
+        if e.dtype.startswith("u") or (is_nonnegative(e.a) and is_positive_const(e.b)):
             return self.narrow(f"{a} {'/' if e.op == '//' else '%'} {b}", MUL, e.dtype)
         bits = "i64" if e.dtype == "int64" else "i32"
         helper = f"tessel_floor{'div' if e.op == '//' else 'mod'}_{bits}"
@@ -333,140 +303,3 @@ def helper_source(name: str) -> str:
                                     cmp="<" if op == "min" else ">")
     template = FLOOR_HELPERS[name[:-3] + "{b}"]
     return template.format(b=bits, t="int64_t" if bits == "i64" else "int32_t")
-
-
-# ---- affine index analysis ----
-
-LANE = "<lane>"  # the atom standing for the lane number inside a vector chunk
-Atom = object  # a Var, LANE, or the atom_key of an opaque uniform expression
-
-
-class Lin:
-    """An affine form `const + sum(coeff * atom)` with integer coefficients (immutable)."""
-
-    __slots__ = ("terms", "const")
-
-    def __init__(self, terms: Mapping[Atom, int] | None = None, const: int = 0) -> None:
-        self.terms = {a: c for a, c in (terms or {}).items() if c != 0}
-        self.const = const
-
-    @staticmethod
-    def atom(a: Atom) -> "Lin":
-        return Lin({a: 1})
-
-    def __add__(self, o: "Lin") -> "Lin":
-        terms = dict(self.terms)
-        for a, c in o.terms.items():
-            terms[a] = terms.get(a, 0) + c
-        return Lin(terms, self.const + o.const)
-
-    def scale(self, k: int) -> "Lin":
-        return Lin({a: c * k for a, c in self.terms.items()}, self.const * k)
-
-    @property
-    def lane(self) -> int:
-        """The coefficient of the lane: the access stride across a vector chunk."""
-        return self.terms.get(LANE, 0)
-
-    @property
-    def is_const(self) -> bool:
-        return not self.terms
-
-    def without_lane(self) -> "Lin":
-        return Lin({a: c for a, c in self.terms.items() if a is not LANE}, self.const)
-
-    def __repr__(self) -> str:
-        def label(atom: Atom) -> str:
-            return "lane" if atom is LANE else getattr(atom, "name", "expr")
-        parts = [f"{c}*{label(a)}" for a, c in self.terms.items()]
-        return " + ".join(parts + [str(self.const)])
-
-
-Env = Mapping[Var, "Lin | None"]  # None: varies across lanes in no affine way
-
-
-def varies(e: Expr, env: Env) -> bool:
-    """Whether `e` may differ between the lanes of a vector chunk."""
-    for v in collect(e, Var):
-        if v in env and (env[v] is None or env[v].lane != 0):
-            return True
-    return False
-
-
-def atom_key(e: Expr) -> object:
-    """A hashable key equal for equal expressions (variables and buffers by identity)."""
-    if isinstance(e, Var):
-        return e
-    parts: list[object] = [type(e).__name__]
-    for f in dataclasses.fields(e):
-        value = getattr(e, f.name)
-        if isinstance(value, Expr):
-            value = atom_key(value)
-        elif isinstance(value, tuple):
-            value = tuple(atom_key(v) if isinstance(v, Expr) else v for v in value)
-        parts.append(value)
-    return tuple(parts)
-
-
-Ranges = Mapping[Atom, tuple[int, int]]  # [lo, hi] of atoms (loop variables, the lane)
-
-
-def linear(e: Expr, env: Env, ranges: Ranges | None = None) -> Lin | None:
-    """`e` as an affine form; None when it varies across lanes in no affine way. Variables
-    missing from `env` and non-affine uniform subexpressions (keyed by `atom_key`) become
-    atoms of their own; `ranges` lets floor division and modulo by constants simplify."""
-    if isinstance(e, IntImm) and e.dtype != "bool":
-        return Lin(None, e.value)
-    if isinstance(e, Var):
-        return env[e] if e in env else Lin.atom(e)
-    if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%") and not is_float(e.dtype):
-        out = _linear_binop(e, env, ranges or {})
-        if out is not None:
-            return out
-    return None if varies(e, env) else Lin.atom(atom_key(e))
-
-
-def _linear_binop(e: BinOp, env: Env, ranges: Ranges) -> Lin | None:
-    a, b = linear(e.a, env, ranges), linear(e.b, env, ranges)
-    if a is None or b is None:
-        return None
-    if e.op == "+":
-        return a + b
-    if e.op == "-":
-        return a + b.scale(-1)
-    if e.op == "*":
-        return a.scale(b.const) if b.is_const else b.scale(a.const) if a.is_const else None
-    d = b.const
-    if not b.is_const or d <= 0:
-        return None
-    # a = d*q + r with q integral; when 0 <= r < d, a // d = q and a % d = r
-    q = Lin({t: c // d for t, c in a.terms.items() if c % d == 0}, a.const // d)
-    r = Lin({t: c for t, c in a.terms.items() if c % d}, a.const % d)
-    if not r.is_const:
-        span = interval(r, ranges)
-        if span is None or span[0] < 0 or span[1] >= d:
-            return None
-    return q if e.op == "//" else r
-
-
-def interval(form: Lin, ranges: Ranges) -> tuple[int, int] | None:
-    """[lo, hi] of an affine form over atoms with known ranges; None if an atom has none."""
-    lo = hi = form.const
-    for a, c in form.terms.items():
-        if a not in ranges:
-            return None
-        r0, r1 = ranges[a]
-        lo, hi = lo + min(c * r0, c * r1), hi + max(c * r0, c * r1)
-    return lo, hi
-
-
-def flat_index(buf: Buffer, indices: tuple[Expr, ...], env: Env,
-               ranges: Ranges | None = None) -> Lin | None:
-    """The row-major element offset of `buf[indices]` as an affine form."""
-    out = Lin()
-    for idx, stride in zip(indices, buf.strides):
-        form = linear(idx, env, ranges)
-        if form is None:
-            return None
-        out = out + form.scale(stride)
-    return out

@@ -34,9 +34,9 @@ from tessel.codegen.c import ALIGN_BYTES, generate_c
 from tessel.codegen.compiler import (COMPILE_TIMEOUT_S, _run_checked, _write_atomic,
                                      compile_shared, default_cache_dir)
 from tessel.codegen.module import BoundCall, KernelSequence, Module
+from tessel.codegen.passes import compact_buffers
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
-from tessel.passes import compact_buffers
 from tessel.target import Target, TargetError, host_arch
 
 _ARCH_NAMES = {"aarch64": "AArch64", "x86_64": "x86-64"}

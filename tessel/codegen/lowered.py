@@ -20,11 +20,21 @@ generic traversals of `tessel.ir` (walk, transform, substitute, structural_equal
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tessel.errors import TesselError
 from tessel.ir import Buffer, Expr, IntImm, Stmt
 from tessel.ir.printer import StmtPrinter, expr_str
 
-STORAGES = ("stack", "heap", "registers")
 Slot = tuple[int, int]  # (first element offset, lanes): one variable of a promoted buffer
+
+
+class CodegenError(TesselError, ValueError):
+    """The program has no C form (an unsupported node, illegal nesting, an unbound name)."""
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise CodegenError(msg)
 
 
 # ---- statements ----

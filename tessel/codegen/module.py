@@ -16,9 +16,9 @@ import numpy as np
 
 from tessel.codegen.c import ALIGN_BYTES, ALLOC_FAILED, generate_c
 from tessel.codegen.compiler import asm_for, compile_shared
+from tessel.codegen.passes import compact_buffers
 from tessel.errors import TesselError
 from tessel.ir import Buffer, PrimFunc
-from tessel.passes import compact_buffers
 from tessel.target import Target, as_target, host_arch
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
@@ -277,7 +277,7 @@ def build(func: PrimFunc, target: Target | str | None = None, *,
     default: this host) and load it.
 
     With `compact` (the default), intermediate buffers are first allocated where they are
-    used and shrunk to what is used there (tessel.passes.compact_buffers). A target of
+    used and shrunk to what is used there (tessel.codegen.passes.compact_buffers). A target of
     another architecture is cross-compiled and run under qemu-user (tessel.codegen.emulate)."""
     target = as_target(target)  # None: this host; a name: Target(name)
     if target.arch != host_arch():

@@ -4,10 +4,10 @@
     glob = pretrain_global(pairs)                                          # transfer.py
 
 Each record's trace is replayed on its workload and postprocessed as a search does before it
-builds (tessel.space.default_postprocs of the target), so that a model trained on these pairs
-sees the programs a search scores (records without a trace, or whose trace no longer replays,
-are skipped). `pairs_from_fixture` reads
-the gzipped JSON written by benchmarks/make_transfer_fixture.py.
+builds (tessel.database.record_program, with tessel.space.default_postprocs of the target), so
+that a model trained on these pairs sees the programs a search scores (records without a trace,
+or whose trace no longer replays, are skipped). `pairs_from_fixture` reads the gzipped JSON
+written by benchmarks/make_transfer_fixture.py.
 """
 from __future__ import annotations
 
@@ -17,28 +17,24 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from tessel.cost_model.base import check
+from tessel.database import TuningRecord, record_program
 from tessel.ir import PrimFunc, from_json
 from tessel.measure import MeasureCandidate, MeasureResult
-from tessel.schedule import Schedule, ScheduleError, Trace
-from tessel.space import Postproc, default_postprocs, postprocess
+from tessel.space import Postproc, default_postprocs
 from tessel.target import Target
 
 FIXTURE_FORMAT = "tessel.transfer_fixture/1"
 Pair = tuple[MeasureCandidate, MeasureResult]
 
 
-def replay(workload: PrimFunc, trace: Any, result: MeasureResult, knobs: tuple | None = None,
-           postprocs: Sequence[Postproc] = ()) -> Pair | None:
-    """The candidate a trace makes on `workload` (postprocessed by `postprocs`), paired with
-    its result; None if it fails."""
-    try:
-        sch = trace.apply(Schedule(workload))
-        final = postprocess(sch, postprocs) if postprocs else sch
-    except (ScheduleError, ValueError):
+def pair(workload: PrimFunc, record: TuningRecord,
+         postprocs: Sequence[Postproc] = ()) -> Pair | None:
+    """The candidate `record` makes of `workload` (tessel.database.record_program), paired
+    with its result; None if it makes none."""
+    program = record_program(record, workload, postprocs)
+    if program is None:
         return None
-    if final is None:
-        return None
-    return MeasureCandidate(workload, final.func, trace, knobs), result
+    return MeasureCandidate(workload, program, record.trace(), record.knobs), record.result()
 
 
 def pairs_from_database(db: Any, target: Any = None,
@@ -51,9 +47,8 @@ def pairs_from_database(db: Any, target: Any = None,
     for wl in db.workloads():
         if wanted is not None and wl.key not in wanted:
             continue
-        pairs = [replay(wl.func, r.trace(), r.result(), r.knobs, posts)
-                 for r in db.records(wl.key, target) if r.trace_json is not None]
-        kept = [p for p in pairs if p is not None]
+        kept = [p for p in (pair(wl.func, r, posts) for r in db.records(wl.key, target))
+                if p is not None]
         if kept:
             out[wl.key] = kept
     return out
@@ -68,12 +63,8 @@ def pairs_from_fixture(path: str | Path, limit: int | None = None) -> dict[str, 
     out: dict[str, list[Pair]] = {}
     for wl in data["workloads"]:
         func = from_json(json.dumps(wl["workload"]))
-        pairs = []
-        for rec in wl["records"][:limit]:
-            result = (MeasureResult(costs=tuple(rec["costs"])) if "costs" in rec
-                      else MeasureResult.error(rec["error"], rec.get("msg", "")))
-            pair = replay(func, Trace.from_json(json.dumps(rec["trace"])), result)
-            if pair is not None:
-                pairs.append(pair)
-        out[wl["name"]] = pairs
+        records = (TuningRecord(wl["name"], "", json.dumps(rec["trace"]), None,
+                                tuple(rec.get("costs", ())), rec.get("error"), rec.get("msg", ""))
+                   for rec in wl["records"][:limit])
+        out[wl["name"]] = [p for p in (pair(func, r) for r in records) if p is not None]
     return out

@@ -129,6 +129,19 @@ class Database:
                 raise
             raise self._sql_error(err, "open") from None
 
+    @classmethod
+    def open(cls, database: str | os.PathLike | Database | None, *,
+             create: bool) -> Database | None:
+        """The database a user names: a Database or None as given, a path opened for writing
+        (`create`: a missing file is made) or reading (a missing file is None: nothing stored)."""
+        if database is None or isinstance(database, Database):
+            return database
+        check(isinstance(database, (str, os.PathLike)), "database must be a file path, a "
+              f"tessel Database or None, got {type(database).__name__}")
+        if not create and status(Path(database).expanduser()) is None:
+            return None
+        return cls(database, create=create)
+
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
             return connect_read_only(self.path, self.busy_timeout_s)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 from tessel.codegen import Module, build
 from tessel.codegen.emulate import check_timeable, kernel_sequence
 from tessel.codegen.module import BoundCall, aligned, aligned_empty
-from tessel.database import Database, TuningRecord
+from tessel.database import Database, TuningRecord, first_program
 from tessel.graph.fold import simplify
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.extras import require
@@ -37,8 +36,7 @@ from tessel.graph.tasks import GroupKernel, extract_tasks, lower_groups
 from tessel.ir import CONSTANT_PARAMS, MEASURE, PARTITION, REDUCE, PrimFunc
 from tessel.ir.visitor import blocks
 from tessel.schedule import Schedule, ScheduleError
-from tessel.space import (Postproc, SpaceError, default_postprocs, final_func, make_space,
-                          postprocess)
+from tessel.space import Postproc, default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
 from tessel.target import Target, as_target
 from tessel.tuning import Task, TuneResult, best_func, check_tune_tasks_args, tune_tasks
@@ -160,7 +158,8 @@ def compile_model(model: Any, target: Target | str | None = None,
     target = as_target(target)
     graph = load_model(model, input_shapes, example_inputs)
     del model  # an ONNX proto (or module) the caller does not hold is freed before packing
-    db = _open(database)
+    db = Database.open(database, create=False)
+    check(db is not None or database is None, f"database {database} does not exist")
     lanes = target.vector_lanes("float32")
     if layout != "auto":
         graph = apply_layout(graph, layout, lanes)  # (the graph before it is let go)
@@ -195,8 +194,9 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         constant = set(task.workload.constant_params) if prepack else set()
         posts = default_postprocs(target, pack_panels=not constant)
         record, func = None, None
-        if db is not None and rank is not None:
-            found = ranked_record(task.workload, target, db, posts, rank)
+        if db is not None and rank is not None:  # the rank-th fastest, else the next that replays
+            found = first_program(reversed(db.top_k(task.workload, target, k=rank + 1)),
+                                  task.workload, posts)
             record, func = found if found is not None else (None, None)
         elif db is not None:
             func = next((f for f in (best_func(task.workload, target, db, posts, records_of=w)
@@ -209,20 +209,6 @@ def _compile(graph: Graph, target: Target, db: Database | None, fallback: str, p
         built[task.key] = _Built(build(main, target), [(p, build(p.func, target)) for p in packs],
                                  _arg_sources(main, func, packs))
     return CompiledModel(graph, groups, kernels, built, statuses, target, layout)
-
-
-def ranked_record(func: PrimFunc, target: Target, db: Database, posts: list[Postproc],
-                  rank: int) -> tuple[TuningRecord, PrimFunc] | None:
-    """(record, its postprocessed program) of `func`'s rank-th fastest record that replays
-    (the slowest replaying one when there are fewer); None without records."""
-    for record in reversed(db.top_k(func, target, k=rank + 1)):
-        if record.trace_json is None:
-            continue
-        try:
-            return record, final_func(record.trace().apply(Schedule(func)), posts)
-        except (ScheduleError, SpaceError):
-            continue
-    return None
 
 
 @dataclass(frozen=True)
@@ -275,16 +261,6 @@ def _protocols(func: PrimFunc) -> Iterator[PrimFunc]:
         if dropped[-1] in func.attrs:
             yield PrimFunc(func.name, func.params, func.body,
                            {k: v for k, v in func.attrs.items() if k not in dropped})
-
-
-def _open(database: str | Path | Database | None) -> Database | None:
-    if database is None or isinstance(database, Database):
-        return database
-    check(isinstance(database, (str, os.PathLike)), f"database must be a file path, a tessel "
-                                                     f"Database or None, got "
-                                                     f"{type(database).__name__}")
-    check(Path(database).exists(), f"database {database} does not exist")
-    return Database(database)
 
 
 class CompiledModel:

@@ -31,7 +31,7 @@ import numpy as np
 
 from tessel.database import Database
 from tessel.database.record import IN_SEQUENCE
-from tessel.graph.executor import _compile, _open, load_model
+from tessel.graph.executor import _compile, load_model
 from tessel.graph.ir import check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.target import Target
@@ -74,8 +74,9 @@ def select_in_sequence(model: Any, target: Target | None = None,
     check(0 <= margin < 1, f"margin must be in [0, 1), got {margin!r}")
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     target = target if target is not None else Target("host")
-    db = _open(database)
-    check(db is not None, "select_in_sequence needs a database of tuning records")
+    check(database is not None, "select_in_sequence needs a database of tuning records")
+    db = Database.open(database, create=False)
+    check(db is not None, f"database {database} does not exist")
     graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
                          target.vector_lanes("float32"))
     variants = [_variant(graph, target, db, layout, 0)]

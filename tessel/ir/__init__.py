@@ -9,7 +9,7 @@ from tessel.ir.stmt import (CONSTANT_PARAMS, LOOP_KINDS, MEASURE, PARTITION, RED
                             THREAD_TAGS, TRUE, Block, BlockRealize, BufferStore, For, IfThenElse,
                             IterVar, PrimFunc, SeqStmt, Stmt, realize, seq)
 from tessel.ir.structural import structural_equal, structural_hash, structural_key
-from tessel.ir.visitor import (blocks, block_realizes, children, collect, collect_stmts,
-                               free_vars, read_buffers, replace_buffers, substitute, transform,
-                               uses_var, walk, written_buffers)
+from tessel.ir.visitor import (StmtMutator, blocks, block_realizes, children, collect,
+                               collect_stmts, free_vars, read_buffers, replace_buffers,
+                               substitute, transform, uses_var, walk, written_buffers)
 from tessel.ir.serialize import from_json, to_json

@@ -1,4 +1,5 @@
-"""Generic traversal of IR trees: `walk` (pre-order visit) and `transform` (post-order rebuild).
+"""Generic traversal of IR trees: `walk` (pre-order visit), `transform` (post-order rebuild)
+and `StmtMutator` (top-down statement rebuild, for passes that keep state on the way down).
 
 Children are found from the dataclass fields of each node, so every node kind is handled
 without per-class visitor methods. Buffers are leaves that `transform` may replace too.
@@ -10,7 +11,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from tessel.ir.buffer import Buffer, BufferRegion, Range
 from tessel.ir.expr import BufferLoad, Expr, Var
-from tessel.ir.stmt import Block, BlockRealize, BufferStore, IterVar, Stmt
+from tessel.ir.stmt import (Block, BlockRealize, BufferStore, For, IfThenElse, IterVar,
+                            SeqStmt, Stmt, seq)
 
 NODE_TYPES = (Expr, Stmt, IterVar, BufferRegion, Range, Buffer)
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -98,6 +100,50 @@ def _transform(node: Any, fn: Callable[[Any], Any], keep: Callable[[Any], bool] 
     if isinstance(node, Expr):
         memo[id(node)] = (node, result)  # holding node keeps its id unique
     return result
+
+
+class StmtMutator:
+    """Rebuilds a statement tree top-down: `stmt` sends each node but a SeqStmt to the method
+    of its kind: `loop` (For), `branch` (IfThenElse), `realize` (BlockRealize), `scope` (other
+    nodes with a statement `body`: codegen's Allocate, Promote) or `leaf` (stores, comments).
+    Each rebuilds its node, conditions and bindings through `expr` (here unchanged); a pass
+    overrides the kinds it changes."""
+
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, SeqStmt):
+            return seq(*(self.stmt(x) for x in s.seq))
+        if isinstance(s, For):
+            return self.loop(s)
+        if isinstance(s, IfThenElse):
+            return self.branch(s)
+        if isinstance(s, BlockRealize):
+            return self.realize(s)
+        if isinstance(getattr(s, "body", None), Stmt):
+            return self.scope(s)
+        return self.leaf(s)
+
+    def loop(self, s: For) -> Stmt:
+        return dataclasses.replace(s, body=self.stmt(s.body))
+
+    def branch(self, s: IfThenElse) -> Stmt:
+        return IfThenElse(self.expr(s.condition), self.stmt(s.then_case),
+                          None if s.else_case is None else self.stmt(s.else_case))
+
+    def realize(self, r: BlockRealize) -> Stmt:
+        block = r.block
+        init = None if block.init is None else self.stmt(block.init)
+        block = dataclasses.replace(block, init=init, body=self.stmt(block.body))
+        return BlockRealize(tuple(self.expr(v) for v in r.iter_values), self.expr(r.predicate),
+                            block)
+
+    def scope(self, s: Stmt) -> Stmt:
+        return dataclasses.replace(s, body=self.stmt(s.body))
+
+    def leaf(self, s: Stmt) -> Stmt:
+        return s
+
+    def expr(self, e: Expr) -> Expr:
+        return e
 
 
 def substitute(node: Any, vmap: Mapping[Var, Expr]) -> Any:

@@ -25,10 +25,10 @@ from typing import Sequence
 
 from tessel.codegen.c import SourceTooLarge, generate_c
 from tessel.codegen.compiler import COMPILE_TIMEOUT_S, CompileError, compile_shared
+from tessel.codegen.passes import compact_buffers
 from tessel.ir import PrimFunc
 from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureCandidate, MeasureResult
-from tessel.passes import compact_buffers
 from tessel.prepack import split_prepacks
 from tessel.target import Target
 

@@ -9,7 +9,9 @@ import math
 from typing import Callable, Sequence
 
 from tessel import ir, te
+from tessel.ops import reference as ref
 from tessel.ops.common import (check, dtype_arg, ints, make_func, pad_tensor, shape_arg)
+from tessel.ops.registry import define
 
 IntOrSeq = int | Sequence[int]
 
@@ -23,20 +25,24 @@ def _unary(op: str, fn: Callable[[ir.Expr], ir.Expr], shape: IntOrSeq, dtype: st
     return make_func(op, [x, out], dict(shape=shape, dtype=dtype))
 
 
+@define(ref.relu)
 def relu(shape: IntOrSeq, dtype: str = "float32") -> ir.PrimFunc:
     """max(x, 0)."""
     return _unary("relu", lambda v: te.max(v, 0), shape, dtype, floating=False)
 
 
+@define(ref.sigmoid)
 def sigmoid(shape: IntOrSeq, dtype: str = "float32") -> ir.PrimFunc:
     """1 / (1 + exp(-x)), as the sigmoid intrinsic."""
     return _unary("sigmoid", te.sigmoid, shape, dtype)
 
 
+@define(ref.tanh)
 def tanh(shape: IntOrSeq, dtype: str = "float32") -> ir.PrimFunc:
     return _unary("tanh", te.tanh, shape, dtype)
 
 
+@define(ref.gelu)
 def gelu(shape: IntOrSeq, dtype: str = "float32") -> ir.PrimFunc:
     """Exact (erf) GELU: 0.5 * x * (1 + erf(x / sqrt(2)))."""
     return _unary("gelu", lambda v: 0.5 * v * (1.0 + te.erf(v * math.sqrt(0.5))), shape, dtype)
@@ -52,16 +58,19 @@ def _binary(op: str, fn: Callable[[ir.Expr, ir.Expr], ir.Expr], shape: IntOrSeq,
     return make_func(op, [a, b, out], dict(shape=shape, dtype=dtype))
 
 
+@define(ref.add)
 def add(shape: IntOrSeq, dtype: str = "float32") -> ir.PrimFunc:
     """a + b of one shape: params (a, b, out)."""
     return _binary("add", lambda u, v: u + v, shape, dtype)
 
 
+@define(ref.multiply)
 def multiply(shape: IntOrSeq, dtype: str = "float32") -> ir.PrimFunc:
     """a * b of one shape: params (a, b, out)."""
     return _binary("multiply", lambda u, v: u * v, shape, dtype)
 
 
+@define(ref.bias_add, "axis")
 def bias_add(shape: IntOrSeq, axis: int = 1, dtype: str = "float32") -> ir.PrimFunc:
     """x plus a vector along `axis`: params (x (shape), bias (shape[axis],), out)."""
     op = "bias_add"
@@ -76,6 +85,7 @@ def bias_add(shape: IntOrSeq, axis: int = 1, dtype: str = "float32") -> ir.PrimF
     return make_func(op, [x, b, out], dict(shape=shape, axis=axis, dtype=dtype))
 
 
+@define(ref.pad, "pad_before", "pad_after", "value")
 def pad(shape: IntOrSeq, pad_before: IntOrSeq, pad_after: IntOrSeq | None = None,
         value: float = 0.0, dtype: str = "float32") -> ir.PrimFunc:
     """Constant padding: pad_before[d] / pad_after[d] elements before / after axis d (an int

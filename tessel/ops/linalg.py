@@ -6,13 +6,16 @@ casts each operand to out_dtype before multiplying.
 from __future__ import annotations
 
 from tessel import ir, te
+from tessel.ops import reference as ref
 from tessel.ops.common import check, dtype_arg, make_func, out_dtype_arg, positive
+from tessel.ops.registry import define
 
 
 def _mul(a: ir.Expr, b: ir.Expr, out_dtype: str) -> ir.Expr:
     return te.cast(out_dtype, a) * te.cast(out_dtype, b)
 
 
+@define(ref.matmul)
 def matmul(M: int, N: int, K: int, dtype: str = "float32",
            out_dtype: str | None = None) -> ir.PrimFunc:
     """C[i, j] = sum_k A[i, k] * B[k, j]; params (A (M, K), B (K, N), C (M, N))."""
@@ -27,6 +30,7 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32",
     return make_func("matmul", [A, B, C], dict(M=M, N=N, K=K, dtype=dtype, out_dtype=out_dtype))
 
 
+@define(ref.batch_matmul)
 def batch_matmul(B: int, M: int, N: int, K: int, dtype: str = "float32",
                  out_dtype: str | None = None) -> ir.PrimFunc:
     """C[b, i, j] = sum_k A[b, i, k] * B[b, k, j] (torch.bmm); params (A, B, C)."""
@@ -43,6 +47,7 @@ def batch_matmul(B: int, M: int, N: int, K: int, dtype: str = "float32",
                      dict(B=B, M=M, N=N, K=K, dtype=dtype, out_dtype=out_dtype))
 
 
+@define(ref.dense)
 def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
           out_dtype: str | None = None) -> ir.PrimFunc:
     """torch.nn.functional.linear: out[i, j] = sum_k data[i, k] * weight[j, k] (+ bias[j]).
@@ -69,6 +74,7 @@ def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
                      dict(M=M, N=N, K=K, bias=bias, dtype=dtype, out_dtype=out_dtype))
 
 
+@define(ref.transpose_batch_matmul)
 def transpose_batch_matmul(batch: int, seq: int, heads: int, dim: int,
                            dtype: str = "float32") -> ir.PrimFunc:
     """Attention scores: C[b, h, i, j] = sum_d q[b, i, h, d] * k[b, j, h, d].

@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from tessel import ir, te
+from tessel.ops import reference as ref
 from tessel.ops.common import (check, dtype_arg, ints, make_func, named, out_dtype_arg,
                                pad_tensor, positive)
+from tessel.ops.registry import define
 
 IntOrSeq = int | Sequence[int]
 # per spatial rank: (data axis names, output axis names, kernel reduce axis names)
@@ -91,6 +93,7 @@ def _conv_nd(op: str, nd: int, N, C, sizes, O, kernel, stride, padding, dilation
                                    groups=groups, dtype=dtype, out_dtype=out_dtype)
 
 
+@define(ref.conv1d, "stride", "padding", "dilation", "groups")
 def conv1d(N: int, C: int, L: int, O: int, K: int, stride: IntOrSeq = 1, padding: IntOrSeq = 0,
            dilation: IntOrSeq = 1, groups: int = 1, dtype: str = "float32",
            out_dtype: str | None = None) -> ir.PrimFunc:
@@ -101,6 +104,7 @@ def conv1d(N: int, C: int, L: int, O: int, K: int, stride: IntOrSeq = 1, padding
     return make_func("conv1d", tensors, dict(N=N, C=C, L=L, O=O, K=K, **rest))
 
 
+@define(ref.conv2d, "stride", "padding", "dilation", "groups")
 def conv2d(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int, stride: IntOrSeq = 1,
            padding: IntOrSeq = 0, dilation: IntOrSeq = 1, groups: int = 1,
            dtype: str = "float32", out_dtype: str | None = None) -> ir.PrimFunc:
@@ -111,6 +115,7 @@ def conv2d(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int, stride: Int
     return make_func("conv2d", tensors, dict(N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW, **rest))
 
 
+@define(ref.conv3d, "stride", "padding", "dilation", "groups")
 def conv3d(N: int, C: int, D: int, H: int, W: int, O: int, KD: int, KH: int, KW: int,
            stride: IntOrSeq = 1, padding: IntOrSeq = 0, dilation: IntOrSeq = 1, groups: int = 1,
            dtype: str = "float32", out_dtype: str | None = None) -> ir.PrimFunc:
@@ -122,6 +127,7 @@ def conv3d(N: int, C: int, D: int, H: int, W: int, O: int, KD: int, KH: int, KW:
                      dict(N=N, C=C, D=D, H=H, W=W, O=O, KD=KD, KH=KH, KW=KW, **rest))
 
 
+@define(ref.depthwise_conv2d, "stride", "padding", "dilation")
 def depthwise_conv2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride: IntOrSeq = 1,
                      padding: IntOrSeq = 0, dilation: IntOrSeq = 1, dtype: str = "float32",
                      out_dtype: str | None = None) -> ir.PrimFunc:
@@ -134,6 +140,7 @@ def depthwise_conv2d(N: int, C: int, H: int, W: int, KH: int, KW: int, stride: I
                      dict(N=N, C=C, H=H, W=W, KH=KH, KW=KW, **rest))
 
 
+@define(ref.conv2d_bn_relu, "stride", "padding", "eps")
 def conv2d_bn_relu(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
                    stride: IntOrSeq = 1, padding: IntOrSeq = 0, eps: float = 1e-5,
                    dtype: str = "float32") -> ir.PrimFunc:
@@ -221,6 +228,7 @@ def conv_transpose_stages(data: te.Tensor, weight: te.Tensor, stride, pad_before
                       named(body, ("n", "o") + out_names), name=name)
 
 
+@define(ref.conv2d_transpose, "stride", "padding", "output_padding", "dilation", "groups")
 def conv2d_transpose(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
                      stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
                      dilation: IntOrSeq = 1, groups: int = 1,
@@ -275,6 +283,7 @@ def pool_stages(op: str, data: te.Tensor, kernel, stride, padding, out_sp, fill,
                       name=name)
 
 
+@define(ref.max_pool2d, "kernel", "stride", "padding")
 def max_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSeq | None = None,
                padding: IntOrSeq = 0, dtype: str = "float32") -> ir.PrimFunc:
     """Window maximum (padding never wins); stride defaults to kernel. Params (data, out)."""
@@ -288,6 +297,7 @@ def max_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSe
                                            padding=padding, dtype=dtype))
 
 
+@define(ref.avg_pool2d, "kernel", "stride", "padding")
 def avg_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSeq | None = None,
                padding: IntOrSeq = 0, dtype: str = "float32") -> ir.PrimFunc:
     """Window mean counting padded zeros (count_include_pad=True): stages [pad,] pool_sum,
@@ -303,6 +313,7 @@ def avg_pool2d(N: int, C: int, H: int, W: int, kernel: IntOrSeq, stride: IntOrSe
                                            padding=padding, dtype=dtype))
 
 
+@define(ref.global_avg_pool2d)
 def global_avg_pool2d(N: int, C: int, H: int, W: int, dtype: str = "float32") -> ir.PrimFunc:
     """Mean over H and W: params (data (N, C, H, W), out (N, C, 1, 1))."""
     op = "global_avg_pool2d"

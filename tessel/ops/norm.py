@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from tessel import ir, te
+from tessel.ops import reference as ref
 from tessel.ops.common import check, dtype_arg, make_func, positive
+from tessel.ops.registry import define
 
 
 def _eps(op: str, eps: float) -> float:
@@ -11,6 +13,7 @@ def _eps(op: str, eps: float) -> float:
     return float(eps)
 
 
+@define(ref.batch_norm, "eps")
 def batch_norm(N: int, C: int, H: int, W: int, eps: float = 1e-5,
                dtype: str = "float32") -> ir.PrimFunc:
     """Inference batch norm over channels: params (data (N, C, H, W), gamma, beta, mean, var
@@ -27,6 +30,7 @@ def batch_norm(N: int, C: int, H: int, W: int, eps: float = 1e-5,
                      dict(N=N, C=C, H=H, W=W, eps=eps, dtype=dtype))
 
 
+@define(ref.layer_norm, "eps")
 def layer_norm(M: int, N: int, eps: float = 1e-5, dtype: str = "float32") -> ir.PrimFunc:
     """Normalize each row of x (M, N) over its N elements (biased variance), then scale and
     shift: params (x, gamma (N,), beta (N,), out). Stages: mean, var (reductions), layer_norm."""
@@ -51,6 +55,7 @@ def layer_norm(M: int, N: int, eps: float = 1e-5, dtype: str = "float32") -> ir.
     return make_func(op, [x, gamma, beta, out], dict(M=M, N=N, eps=eps, dtype=dtype))
 
 
+@define(ref.softmax)
 def softmax(M: int, N: int, dtype: str = "float32") -> ir.PrimFunc:
     """Softmax of each row of x (M, N), shifted by the row maximum for stability: params
     (x, out). Stages: maxelem, exp, expsum, softmax."""

@@ -121,12 +121,10 @@ class ScheduleBase:
         out.rng.setstate(self.rng.getstate())
         return out
 
-    def fork_seed(self) -> int:
-        return self.rng.randrange(2**31)
-
     # ---- queries ------------------------------------------------------------------------
     @instruction("get_block", ("name",), pure=True)
     def get_block(self, name: str) -> BlockRV:
+        """The block called `name` (ScheduleError if the program has none)."""
         tree.block_path(self.func, name)
         return self._new(BlockRV, name)
 
@@ -138,6 +136,7 @@ class ScheduleBase:
 
     @instruction("get_child_blocks", ("parent",), pure=True)
     def get_child_blocks(self, parent: BlockRV | LoopRV) -> list[BlockRV]:
+        """The blocks directly under a block or loop, in program order."""
         node = self.get(parent)
         return [self._new(BlockRV, b.name) for b in tree.child_blocks(node)]
 

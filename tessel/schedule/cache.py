@@ -6,7 +6,7 @@
 As in TensorIR, the copy is a new block under its own loops (one spatial iter var per buffer
 dimension) in the scope of the block, and the new buffer is allocated in the root block with
 the full shape. Moving the copy (compute_at / reverse_compute_at) and shrinking the buffer to
-what one loop iteration touches (tessel.passes.compact_buffers) come later.
+what one loop iteration touches (tessel.codegen.passes.compact_buffers) come later.
 """
 from __future__ import annotations
 

@@ -175,22 +175,29 @@ class LoopPrimitives:
 
     @instruction("parallel", ("loop",))
     def parallel(self, loop: LoopRV) -> None:
+        """Run `loop`'s iterations on the target's cores (OpenMP). The loop may carry no
+        reduction, and parallel loops may not nest or sit inside a vectorized loop."""
         node = self._loop(loop)
         _spatial_only(node, "parallel")
         self._set_kind(loop, "parallel", check_as="parallel")
 
     @instruction("vectorize", ("loop",))
     def vectorize(self, loop: LoopRV) -> None:
+        """Run `loop`'s iterations in vector lanes. The loop may carry no reduction; code
+        generation decides how (vector loads and stores, or `omp simd` with the reason)."""
         node = self._loop(loop)
         _spatial_only(node, "vectorized")
         self._set_kind(loop, "vectorized", check_as="vectorize")
 
     @instruction("unroll", ("loop",))
     def unroll(self, loop: LoopRV) -> None:
+        """Unroll `loop` completely in the generated code."""
         self._set_kind(loop, "unrolled")
 
     @instruction("bind", ("loop", "thread"))
     def bind(self, loop: LoopRV, thread: str) -> None:
+        """Bind `loop` to a GPU thread axis (tessel.ir.THREAD_TAGS), for GPU code; the C
+        backend refuses bound loops. Only a vthread may carry a reduction."""
         check(thread in THREAD_TAGS, f"bind: unknown thread axis {thread!r}; use one of "
                                      f"{THREAD_TAGS}")
         node = self._loop(loop)
@@ -211,6 +218,7 @@ class LoopPrimitives:
 
     @instruction("unannotate", ("target", "key"))
     def unannotate(self, target: BlockRV | LoopRV, key: str) -> None:
+        """Remove the annotation `key` from a loop or block (it must be there)."""
         node = self.get(target)
         check(key in node.annotations, f"unannotate: no annotation {key!r} on {target!r}")
         self._set_annotations(target, lambda a: {k: v for k, v in a.items() if k != key})

@@ -7,25 +7,12 @@ variables and block names are the stable identities random variables point at.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from tessel import ir
 from tessel.ir import Block, BlockRealize, For, PrimFunc, Stmt, Var
 from tessel.ir.visitor import children
 from tessel.schedule.trace import ScheduleError
-
-
-def path_to(root: Any, pred: Callable[[Any], bool]) -> list[Any] | None:
-    """The nodes from `root` down to the first node (pre-order) satisfying pred, both ends
-    included; None if there is none. Only statements are searched."""
-    stack: list[tuple[Any, list[Any]]] = [(root, [root])]
-    while stack:
-        node, path = stack.pop()
-        if pred(node):
-            return path
-        kids = [c for c in children(node) if isinstance(c, Stmt)]
-        stack.extend((c, path + [c]) for c in reversed(kids))
-    return None
 
 
 class _Index:

@@ -24,7 +24,7 @@ from tessel.space.postproc import (Postproc, RewriteLayout, RewriteParallelVecto
                                    RewriteReductionBlock, VerifyCodegen, VerifyLoops,
                                    default_postprocs, final_func, postprocess,
                                    postprocs_for)
-from tessel.space.rules import (RULES, AddRFactor, AutoInline, MultiLevelTiling,
+from tessel.space.rules import (AddRFactor, AutoInline, MultiLevelTiling,
                                 ParallelizeVectorizeUnroll, RandomComputeLocation, RuleSpace,
                                 ScheduleRule, UnrollCases, default_rules)
 from tessel.space.templates import TEMPLATES, TemplateContext, TemplateSpace
@@ -82,7 +82,7 @@ def _arity(fn: Any) -> int:
 
 __all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError", "FunctionSpace",
            "UnionSpace", "RuleSpace", "TemplateSpace", "TemplateContext", "ConfigSpace",
-           "Config", "Knob", "TEMPLATES", "RULES", "ScheduleRule", "default_rules",
+           "Config", "Knob", "TEMPLATES", "ScheduleRule", "default_rules",
            "AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
            "RandomComputeLocation", "UnrollCases", "Postproc", "postprocess", "final_func",
            "default_postprocs", "postprocs_for", "RewriteLayout", "RewriteReductionBlock",

@@ -61,9 +61,6 @@ class Config:
         check(name in self.names, f"config has no knob {name!r} (knobs: {', '.join(self.names)})")
         return self.values[self.names.index(name)]
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(zip(self.names, self.values))
-
 
 class ConfigSpace:
     """The knobs of a template on one workload, in definition order."""

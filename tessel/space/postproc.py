@@ -22,8 +22,8 @@ from typing import Protocol, Sequence
 from tessel import ir
 from tessel.arith.linear import linear_form
 from tessel.codegen.c import CodegenError, generate_c
+from tessel.codegen.passes import compact_buffers
 from tessel.ir import REDUCE, BlockRealize, For, PrimFunc
-from tessel.passes import compact_buffers
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
 from tessel.schedule.reduction import binding_vars
 from tessel.space.base import SpaceError, check

@@ -11,7 +11,7 @@ CostModel (tessel.cost_model.base: update, predict, predict_with_std), a Builder
 (callbacks.py: commit, model update, progress line, log; users may add theirs). It logs on
 the `tessel` logger (silent unless configured; `tessel -v` turns it on).
 """
-from tessel.tuning.best import TuneError, apply_best, best_func, best_module
+from tessel.tuning.best import TuneError, apply_best, best_func, best_record
 from tessel.tuning.callbacks import (AddToDatabase, LogBatch, MeasureCallback, ProgressLine,
                                      UpdateCostModel)
 from tessel.tuning.loop import (Trial, TuneResult, TuneRun, check_tune_tasks_args, tune,
@@ -19,7 +19,7 @@ from tessel.tuning.loop import (Trial, TuneResult, TuneRun, check_tune_tasks_arg
 from tessel.tuning.scheduler import TaskScheduler
 from tessel.tuning.task import Task, TaskError
 
-__all__ = ["tune", "tune_tasks", "apply_best", "best_func", "best_module", "TuneError",
+__all__ = ["tune", "tune_tasks", "apply_best", "best_func", "best_record", "TuneError",
            "TuneResult", "TuneRun", "Trial", "Task", "TaskError", "TaskScheduler",
            "MeasureCallback", "AddToDatabase", "UpdateCostModel", "ProgressLine", "LogBatch",
            "check_tune_tasks_args"]

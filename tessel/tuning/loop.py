@@ -268,7 +268,9 @@ def _parts(target: Target, builder: Builder | None, runner: Runner | None,
         if runner is None:
             runner = LocalRunner(target)
             made.append(runner)
-        return builder, runner, _open_database(database)
+        if database is None:  # a throwaway database: nothing is kept after the run
+            database = Path(tempfile.mkdtemp(prefix="tessel-")) / "records.db"
+        return builder, runner, Database.open(database, create=True)
     except BaseException:
         for part in made:
             part.close()
@@ -291,14 +293,6 @@ def _close_owned(run: TuneRun, builder: Builder | None, runner: Runner | None,
             made.close()
     if not isinstance(database, Database):
         run.db.close()
-
-
-def _open_database(database: str | Path | Database | None) -> Database:
-    if isinstance(database, Database):
-        return database
-    if database is None:  # a throwaway database: nothing is kept after the run
-        database = Path(tempfile.mkdtemp(prefix="tessel-")) / "records.db"
-    return Database(database)
 
 
 def _resume(run: TuneRun) -> int:

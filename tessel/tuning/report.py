@@ -33,9 +33,6 @@ class Curve:
     def final(self) -> float:
         return self.best_gflops[-1] if self.best_gflops else 0.0
 
-    def trials_to_reach(self, gflops: float) -> int | None:
-        return next((k + 1 for k, g in enumerate(self.best_gflops) if g >= gflops), None)
-
 
 def curve(label: str, seconds: Iterable[float], flops: float) -> Curve:
     """The running best of a sequence of measured seconds (inf: an error)."""

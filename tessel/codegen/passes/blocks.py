@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.codegen.c_expr import CodegenError, check
-from tessel.codegen.lowered import Allocate, Comment, LoweredFunc, is_true
+from tessel.codegen.lowered import Allocate, CodegenError, Comment, LoweredFunc, check, is_true
 from tessel.codegen.passes.fold import substitute_folding
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferStore, Expr, For, IfThenElse,
-                       PrimFunc, SeqStmt, Stmt, Var, const, seq, uses_var)
+                       PrimFunc, Stmt, StmtMutator, Var, const, seq, uses_var)
 
 STACK_LIMIT_BYTES = 64 * 1024  # buffers up to this size live on the stack
 
@@ -24,39 +23,41 @@ def lower_blocks(func: PrimFunc) -> LoweredFunc:
     check(isinstance(func, PrimFunc), f"generate_c needs a PrimFunc, got {type(func).__name__}")
     check(len(set(map(id, func.params))) == len(func.params),
           f"function {func.name} lists a parameter buffer twice")
-    body = _Lowering().stmt(func.body, {})
+    body = _Lowering().stmt(func.body)
     return LoweredFunc(func.name, func.params, func.outputs, body)
 
 
 def storage_of(buf: Buffer) -> str:
     check(buf.scope != "shared", f"buffer {buf.name} has scope 'shared', which needs the CUDA "
                                  "backend")
-    nbytes = buf.size * np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
-    return "stack" if nbytes <= STACK_LIMIT_BYTES else "heap"
+    return "stack" if buffer_bytes(buf) <= STACK_LIMIT_BYTES else "heap"
 
 
-class _Lowering:
+def buffer_bytes(buf: Buffer) -> int:
+    """The bytes of `buf`'s elements (a bool is one)."""
+    return buf.size * np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
+
+
+class _Lowering(StmtMutator):
     def __init__(self) -> None:
         self.parallel: For | None = None  # the enclosing parallel loop
         self.simd: list[Var] = []  # variables of the enclosing vectorized loops
+        self.vmap: dict[Var, Expr] = {}  # the enclosing blocks' iter vars -> their bindings
 
-    def stmt(self, s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
-        if isinstance(s, SeqStmt):
-            return seq(*(self.stmt(x, vmap) for x in s.seq))
-        if isinstance(s, For):
-            return self.loop(s, vmap)
-        if isinstance(s, IfThenElse):
-            return IfThenElse(substitute_folding(s.condition, vmap), self.stmt(s.then_case, vmap),
-                              None if s.else_case is None else self.stmt(s.else_case, vmap))
-        if isinstance(s, BlockRealize):
-            return self.realize(s, vmap)
+    def expr(self, e: Expr) -> Expr:
+        return substitute_folding(e, self.vmap)
+
+    def scope(self, s: Stmt) -> Stmt:
         if isinstance(s, Block):
             raise CodegenError(f"block {s.name} is not wrapped in a BlockRealize")
+        return self.leaf(s)
+
+    def leaf(self, s: Stmt) -> Stmt:
         check(isinstance(s, BufferStore), f"cannot generate C for statement node "
                                           f"{type(s).__name__}")
-        return substitute_folding(s, vmap)
+        return substitute_folding(s, self.vmap)
 
-    def loop(self, s: For, vmap: dict[Var, Expr]) -> Stmt:
+    def loop(self, s: For) -> Stmt:
         name = s.loop_var.name
         if s.kind == "thread_binding":
             raise CodegenError(f"loop {name} is bound to {s.thread}; thread_binding needs the "
@@ -71,36 +72,38 @@ class _Lowering:
             self.parallel = s
         elif s.kind == "vectorized":
             self.simd.append(s.loop_var)
-        body = self.stmt(s.body, vmap)
+        body = self.stmt(s.body)
         self.parallel, self.simd = saved
         return For(s.loop_var, s.extent, body, s.kind, s.thread, dict(s.annotations))
 
-    def realize(self, r: BlockRealize, vmap: dict[Var, Expr]) -> Stmt:
+    def realize(self, r: BlockRealize) -> Stmt:
         block = r.block
-        inner = dict(vmap)
+        inner = dict(self.vmap)
         for iv, value in zip(block.iter_vars, r.iter_values):
-            value = substitute_folding(value, vmap)
+            value = self.expr(value)
             for var in self.simd:
                 check(iv.kind != REDUCE or not uses_var(value, var),
                       f"vectorized loop {var.name} binds reduction variable {iv.var.name} of "
                       f"block {block.name}; a reduction cannot be vectorized this way")
             inner[iv.var] = value
-        body = self.stmt(block.body, inner)
+        saved, self.vmap = self.vmap, inner
+        body = self.stmt(block.body)
         if block.init is not None:
-            body = seq(self.init(block, inner), body)
+            body = seq(self.init(block), body)
+        predicate = self.expr(r.predicate)
+        self.vmap = saved
         for buf in reversed(block.alloc_buffers):
             body = Allocate(buf, body, storage_of(buf))
-        predicate = substitute_folding(r.predicate, inner)
         if not is_true(predicate):
             body = IfThenElse(predicate, body)
         if block.iter_vars or block.name != "root":
             body = seq(Comment(f"block {block.name}"), body)
         return body
 
-    def init(self, block: Block, vmap: dict[Var, Expr]) -> Stmt:
+    def init(self, block: Block) -> Stmt:
         """TensorIR: the init runs when every reduction variable is 0."""
-        init = self.stmt(block.init, vmap)
-        conds = [vmap[iv.var] == const(0) for iv in block.iter_vars if iv.kind == REDUCE]
+        init = self.stmt(block.init)
+        conds = [self.vmap[iv.var] == const(0) for iv in block.iter_vars if iv.kind == REDUCE]
         if not conds:
             return init
         cond = conds[0]
@@ -109,4 +112,4 @@ class _Lowering:
         return IfThenElse(cond, init)
 
 
-__all__ = ["lower_blocks", "storage_of", "STACK_LIMIT_BYTES"]
+__all__ = ["lower_blocks", "storage_of", "buffer_bytes", "STACK_LIMIT_BYTES"]

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tessel.codegen.c_expr import CodegenError, Lin, check, flat_index, interval
-from tessel.codegen.lowered import (Allocate, Comment, LoweredFunc, Promote, Register,
-                                    RegisterStore, Scatter, Slot, VectorLoad, VectorStore,
-                                    lanes_of)
+from tessel.codegen.lowered import (Allocate, CodegenError, Comment, LoweredFunc, Promote,
+                                    Register, RegisterStore, Scatter, Slot, VectorLoad,
+                                    VectorStore, check, lanes_of)
+from tessel.codegen.passes.affine import Lin, flat_index, interval
 from tessel.codegen.passes.vectorize import VECTOR_DTYPES
-from tessel.ir import (Buffer, BufferLoad, BufferStore, Expr, For, IfThenElse, SeqStmt,
-                       Stmt, Var, collect, const, seq, transform)
+from tessel.ir import (Buffer, BufferLoad, BufferStore, Expr, For, IfThenElse, Stmt,
+                       StmtMutator, Var, children, collect, const, transform)
 
 MAX_PROMOTED_VARS = 64  # a promoted buffer becomes at most this many variables
 Access = tuple["Lin | None", int]  # (element offset, lanes); None: not an affine offset
@@ -94,7 +94,7 @@ def lin_expr(form: Lin, dtype: str = "int32") -> Expr:
     return const(form.const, dtype) if out is None else out + form.const
 
 
-class _Promoter:
+class _Promoter(StmtMutator):
     def __init__(self) -> None:
         self.ranges: dict[object, tuple[int, int]] = {}
         self.loops: list[Var] = []  # enclosing loop variables, outermost first
@@ -104,16 +104,10 @@ class _Promoter:
 
     # -- statements --
 
-    def stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, SeqStmt):
-            return seq(*(self.stmt(x) for x in s.seq))
-        if isinstance(s, For):
-            return self.loop(s)
-        if isinstance(s, IfThenElse):
-            return IfThenElse(self.expr(s.condition), self.stmt(s.then_case),
-                              None if s.else_case is None else self.stmt(s.else_case))
-        if isinstance(s, Allocate):
-            return self.allocate(s)
+    def scope(self, s: Stmt) -> Stmt:
+        return self.allocate(s) if isinstance(s, Allocate) else self.leaf(s)
+
+    def leaf(self, s: Stmt) -> Stmt:
         if isinstance(s, BufferStore):
             if s.buffer in self.promoted:
                 return RegisterStore(self.register(s.buffer, s.indices, 1), self.expr(s.value))
@@ -210,23 +204,17 @@ _ACCESS_NODES = (BufferLoad, VectorLoad, BufferStore, VectorStore)
 
 
 def _accesses(buf: Buffer, s: Stmt, ranges: dict, out: list[Access]) -> None:
+    """Appends the accesses of `buf` in `s`: those of the statements inside first, then a
+    branch's condition's; a statement with none inside (a store) is searched whole."""
     if isinstance(s, For):
-        _accesses(buf, s.body, {**ranges, s.loop_var: (0, s.extent - 1)}, out)
-        return
-    if isinstance(s, SeqStmt):
-        for x in s.seq:
-            _accesses(buf, x, ranges, out)
-        return
+        ranges = {**ranges, s.loop_var: (0, s.extent - 1)}
+    inner = [c for c in children(s) if isinstance(c, Stmt)]
+    for c in inner:
+        _accesses(buf, c, ranges, out)
     if isinstance(s, IfThenElse):
         nodes = collect(s.condition, _ACCESS_NODES)
-        for branch in (s.then_case, s.else_case):
-            if branch is not None:
-                _accesses(buf, branch, ranges, out)
-    elif isinstance(s, (Allocate, Promote)):
-        _accesses(buf, s.body, ranges, out)
-        return
     else:
-        nodes = collect(s, _ACCESS_NODES)
+        nodes = [] if inner else collect(s, _ACCESS_NODES)
     out.extend((flat_index(buf, n.indices, {}, ranges), _width(n))
                for n in nodes if n.buffer is buf)
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tessel.codegen.lowered import Allocate, LoweredFunc, Promote
+from tessel.codegen.lowered import LoweredFunc
 from tessel.codegen.passes.fold import Mentions, substitute_folding
-from tessel.ir import BufferStore, For, IfThenElse, IntImm, SeqStmt, Stmt, children, seq
+from tessel.ir import BufferStore, For, IntImm, Stmt, StmtMutator, children, seq
 
 MAX_UNROLL = 65534  # the largest factor `#pragma GCC unroll` accepts
 MAX_UNROLL_EXTENT = 32  # "unrolled" loops up to this extent are unrolled here...
@@ -34,45 +34,41 @@ class _Auto:
 def unroll(func: LoweredFunc, max_step: int | None = None) -> LoweredFunc:
     """`max_step`: a cap on every pragma_auto_unroll_max_step (None: as annotated). Code
     generation lowers a kernel again under a cap when its unrolled C would be too long."""
-    return func.with_body(_stmt(func.body, _Auto(), max_step))
+    return func.with_body(_Unroller(max_step).stmt(func.body))
 
 
-def _stmt(s: Stmt, auto: _Auto, cap: int | None) -> Stmt:
-    if isinstance(s, SeqStmt):
-        return seq(*(_stmt(x, auto, cap) for x in s.seq))
-    if isinstance(s, For):
-        return _loop(s, auto, cap)
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.condition, _stmt(s.then_case, auto, cap),
-                          None if s.else_case is None else _stmt(s.else_case, auto, cap))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _stmt(s.body, auto, cap), s.storage, s.slots)
-    if isinstance(s, Promote):
-        return Promote(s.buffer, s.base, s.slots, _stmt(s.body, auto, cap))
-    return s
+class _Unroller(StmtMutator):
+    def __init__(self, cap: int | None) -> None:
+        self.cap = cap
+        self.auto = _Auto()  # the annotation in force around the current statement
 
+    def loop(self, s: For) -> Stmt:
+        saved = self.auto
+        step = s.annotations.get("pragma_auto_unroll_max_step", 0)
+        if isinstance(step, int) and step > 0:
+            step = step if self.cap is None else min(step, self.cap)
+            self.auto = _Auto(max(saved.max_step, step),
+                              bool(s.annotations.get("pragma_unroll_explicit", False)))
+        out = self.unrolled(s)
+        self.auto = saved
+        return out
 
-def _loop(s: For, auto: _Auto, cap: int | None) -> Stmt:
-    step = s.annotations.get("pragma_auto_unroll_max_step", 0)
-    if isinstance(step, int) and step > 0:
-        step = step if cap is None else min(step, cap)
-        auto = _Auto(max(auto.max_step, step),
-                     bool(s.annotations.get("pragma_unroll_explicit", False)))
-    if s.extent == 1:  # the variable is 0: later passes see constant offsets
-        return substitute_folding(_stmt(s.body, auto, cap),
-                                  {s.loop_var: IntImm(0, s.loop_var.dtype)})
-    if explicit_unroll(s) or _auto_unroll_here(s, auto):
-        body = _stmt(s.body, auto, cap)
-        mentions = Mentions([s.loop_var])  # the body is searched once for all copies
-        return seq(*(substitute_folding(body, {s.loop_var: IntImm(v, s.loop_var.dtype)},
-                                        mentions) for v in range(s.extent)))
-    annotations = dict(s.annotations)
-    kind = s.kind
-    if s.kind == "unrolled" or (s.kind == "serial" and auto.max_step
-                                and 1 < trip_count(s) <= auto.max_step):
-        annotations["pragma_unroll"] = min(s.extent, MAX_UNROLL)
-        kind = "serial" if s.kind == "unrolled" else s.kind
-    return For(s.loop_var, s.extent, _stmt(s.body, auto, cap), kind, s.thread, annotations)
+    def unrolled(self, s: For) -> Stmt:
+        if s.extent == 1:  # the variable is 0: later passes see constant offsets
+            return substitute_folding(self.stmt(s.body),
+                                      {s.loop_var: IntImm(0, s.loop_var.dtype)})
+        if explicit_unroll(s) or _auto_unroll_here(s, self.auto):
+            body = self.stmt(s.body)
+            mentions = Mentions([s.loop_var])  # the body is searched once for all copies
+            return seq(*(substitute_folding(body, {s.loop_var: IntImm(v, s.loop_var.dtype)},
+                                            mentions) for v in range(s.extent)))
+        annotations = dict(s.annotations)
+        kind = s.kind
+        if s.kind == "unrolled" or (s.kind == "serial" and self.auto.max_step
+                                    and 1 < trip_count(s) <= self.auto.max_step):
+            annotations["pragma_unroll"] = min(s.extent, MAX_UNROLL)
+            kind = "serial" if s.kind == "unrolled" else s.kind
+        return For(s.loop_var, s.extent, self.stmt(s.body), kind, s.thread, annotations)
 
 
 def explicit_unroll(s: For) -> bool:
@@ -87,19 +83,13 @@ def _auto_unroll_here(s: For, auto: _Auto) -> bool:
             and unrolled_stores(s, MAX_UNROLL_EXTENT) * s.extent <= UNROLL_BUDGET)
 
 
-def trip_count(s: Stmt | None, vectors: bool = False) -> int:
+def trip_count(s: Stmt, vectors: bool = False) -> int:
     """Iterations of the deepest loop nest in `s`; with `vectors`, a vectorized loop counts
     once."""
     if isinstance(s, For):
         inner = trip_count(s.body, vectors)
         return inner if vectors and s.kind == "vectorized" else s.extent * inner
-    if isinstance(s, SeqStmt):
-        return max(trip_count(x, vectors) for x in s.seq)
-    if isinstance(s, IfThenElse):
-        return max(trip_count(s.then_case, vectors), trip_count(s.else_case, vectors))
-    if isinstance(s, (Allocate, Promote)):
-        return trip_count(s.body, vectors)
-    return 1
+    return max((trip_count(c, vectors) for c in children(s) if isinstance(c, Stmt)), default=1)
 
 
 def unrolled_stores(s: Stmt, max_extent: int) -> int:

@@ -15,18 +15,17 @@ chunk before the next statement, so iterations must not depend on each other.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from tessel.codegen.c_expr import (LANE, Lin, flat_index, interval, is_nonnegative,
-                                   linear)
-from tessel.codegen.lowered import (Allocate, Broadcast, Comment, Lanes, LoweredFunc, MaskOf,
-                                    Promote, Ramp, Scatter, VectorCall, VectorCast, VectorLoad,
-                                    VectorOp, VectorStore, lanes_of, mask_of)
+from tessel.codegen.lowered import (Broadcast, Comment, Lanes, LoweredFunc, MaskOf, Ramp,
+                                    Scatter, VectorCall, VectorCast, VectorLoad, VectorOp,
+                                    VectorStore, lanes_of, mask_of)
+from tessel.codegen.passes.affine import (LANE, Lin, flat_index, interval, is_nonnegative,
+                                          is_positive_const, linear)
 from tessel.codegen.passes.fold import Mentions, substitute_folding
-from tessel.ir import (BinOp, BufferLoad, BufferStore, Call, Cast, Expr, For,
-                       IfThenElse, IntImm, Not, Select, SeqStmt, Stmt, Var, collect,
-                       const, is_float, seq)
+from tessel.ir import (BinOp, BufferLoad, BufferStore, Call, Cast, Expr, For, IfThenElse,
+                       IntImm, Not, Select, Stmt, StmtMutator, Var, collect, const, is_float,
+                       seq)
 from tessel.ir.expr import CMP_OPS, binop
 from tessel.target import Target
 
@@ -82,7 +81,7 @@ def vectorize(func: LoweredFunc, target: Target) -> LoweredFunc:
     return func.with_body(_Loops(target).stmt(func.body))
 
 
-class _Loops:
+class _Loops(StmtMutator):
     """Walks the program to its vectorized loops, keeping the ranges of the loops around."""
 
     def __init__(self, target: Target) -> None:
@@ -90,26 +89,14 @@ class _Loops:
         self.ranges: dict[object, tuple[int, int]] = {}
         self.in_simd = False  # inside a vectorized loop left to `omp simd`
 
-    def stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, SeqStmt):
-            return seq(*(self.stmt(x) for x in s.seq))
-        if isinstance(s, For):
-            return self.loop(s)
-        if isinstance(s, IfThenElse):
-            return IfThenElse(s.condition, self.stmt(s.then_case),
-                              None if s.else_case is None else self.stmt(s.else_case))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, self.stmt(s.body), s.storage, s.slots)
-        if isinstance(s, Promote):
-            return Promote(s.buffer, s.base, s.slots, self.stmt(s.body))
-        return s
-
-    def loop(self, s: For) -> Stmt:
+    def loop(self, s: For, simd: str = "ivdep") -> Stmt:
+        """`s` rebuilt; a vectorized one as vector chunks, or when left to the compiler with
+        `simd`: "omp" (the outermost, `omp simd`) or "ivdep" (one nested in it)."""
         if s.kind == "vectorized" and not self.in_simd:
             return self.vector_loop(s)
         annotations = dict(s.annotations)
-        if s.kind == "vectorized":  # nested in a loop left to omp simd
-            annotations["simd"] = "ivdep"
+        if s.kind == "vectorized":
+            annotations["simd"] = simd
         self.ranges[s.loop_var] = (0, s.extent - 1)
         body = self.stmt(s.body)
         del self.ranges[s.loop_var]
@@ -124,12 +111,8 @@ class _Loops:
                          for c in chunk_plan(s.extent, lanes, min_lanes)))
         except NotVectorizable as err:
             self.in_simd = True
-            self.ranges[s.loop_var] = (0, s.extent - 1)
-            body = self.stmt(s.body)
-            del self.ranges[s.loop_var]
+            loop = self.loop(s, simd="omp")
             self.in_simd = False
-            loop = For(s.loop_var, s.extent, body, "vectorized",
-                       annotations={**s.annotations, "simd": "omp"})
             return seq(Comment(f"loop {s.loop_var.name}: {err}; left to omp simd"), loop)
 
     def chunk(self, s: For, c: Chunk, mentions: Mentions) -> Stmt:
@@ -150,7 +133,7 @@ class _Loops:
                       mentions).stmt(s.body)
 
 
-class _Chunk:
+class _Chunk(StmtMutator):
     """The statements of one vector chunk: loop variable `var` is `base + lane`."""
 
     def __init__(self, var: Var, base: Expr, width: int, env: dict, ranges: dict,
@@ -161,33 +144,32 @@ class _Chunk:
 
     # -- statements --
 
-    def stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, SeqStmt):
-            return seq(*(self.stmt(x) for x in s.seq))
+    def branch(self, s: IfThenElse) -> Stmt:
+        if not self.varies(s.condition):
+            return super().branch(s)
+        # all lanes took the then-branch, or lane by lane
+        every = self.all_lanes(s.condition)
+        if isinstance(every, IntImm) and every.value:
+            return self.stmt(s.then_case)
+        lanes = seq(*(self.at_lane(s, k) for k in range(self.width)))
+        if isinstance(every, IntImm):
+            return lanes
+        return IfThenElse(every, self.stmt(s.then_case), lanes)
+
+    def loop(self, s: For) -> Stmt:
+        if s.kind == "vectorized":
+            raise NotVectorizable(f"loop {s.loop_var.name} is a vectorized loop nested in one")
+        self.ranges[s.loop_var] = (0, s.extent - 1)
+        body = self.stmt(s.body)
+        del self.ranges[s.loop_var]
+        return For(s.loop_var, s.extent, body, s.kind, s.thread, dict(s.annotations))
+
+    def scope(self, s: Stmt) -> Stmt:
+        raise NotVectorizable(f"buffer {s.buffer.name} is allocated in every lane")
+
+    def leaf(self, s: Stmt) -> Stmt:
         if isinstance(s, BufferStore):
             return self.store(s)
-        if isinstance(s, IfThenElse):
-            if not self.varies(s.condition):
-                return IfThenElse(s.condition, self.stmt(s.then_case),
-                                  None if s.else_case is None else self.stmt(s.else_case))
-            # all lanes took the then-branch, or lane by lane
-            every = self.all_lanes(s.condition)
-            if isinstance(every, IntImm) and every.value:
-                return self.stmt(s.then_case)
-            lanes = seq(*(self.at_lane(s, k) for k in range(self.width)))
-            if isinstance(every, IntImm):
-                return lanes
-            return IfThenElse(every, self.stmt(s.then_case), lanes)
-        if isinstance(s, For):
-            if s.kind == "vectorized":
-                raise NotVectorizable(f"loop {s.loop_var.name} is a vectorized loop nested in "
-                                      "one")
-            self.ranges[s.loop_var] = (0, s.extent - 1)
-            body = self.stmt(s.body)
-            del self.ranges[s.loop_var]
-            return For(s.loop_var, s.extent, body, s.kind, s.thread, dict(s.annotations))
-        if isinstance(s, (Allocate, Promote)):
-            raise NotVectorizable(f"buffer {s.buffer.name} is allocated in every lane")
         if isinstance(s, Comment):
             return s
         raise NotVectorizable(f"{type(s).__name__} has no vector form here")
@@ -305,7 +287,7 @@ class _Chunk:
                             self.width, "bool", mask)
         self.check_dtype(e.dtype)
         if e.op in ("//", "%") and (is_float(e.dtype) or not (is_nonnegative(e.a)
-                                                              and _positive_const(e.b))):
+                                                              and is_positive_const(e.b))):
             return self.lanes(e)
         return VectorOp(e.op, (self.vector(e.a), self.vector(e.b)), self.width, e.dtype)
 
@@ -337,7 +319,7 @@ class _Chunk:
         for node in collect(e, (BufferLoad, BinOp)):
             if isinstance(node, BinOp):
                 if node.op in ("//", "%") and not is_float(node.dtype) and \
-                        not _positive_const(node.b):
+                        not is_positive_const(node.b):
                     raise NotVectorizable("a division in a select branch may trap")
             elif not self.in_bounds(node):
                 raise NotVectorizable(f"a select branch may load {node.buffer.name} out of bounds")
@@ -378,10 +360,6 @@ def _conjuncts(e: Expr) -> list[Expr]:
     return [e]
 
 
-def _positive_const(e: Expr) -> bool:
-    return isinstance(e, IntImm) and e.value > 0
-
-
 # ---- the C library's vector math (x86-64 vector function ABI, glibc's libmvec) ----
 
 MVEC_FUNCTIONS = ("exp", "log", "tanh", "erf", "pow")
@@ -391,7 +369,7 @@ _MVEC_ISA = {128: (("sse2", "b"),), 256: (("avx2", "d"), ("avx", "c")), 512: (("
 def mvec_symbol(name: str, dtype: str, width: int, target: Target) -> str | None:
     """The libmvec entry computing `name` on `width` lanes of `dtype` for `target` (e.g.
     _ZGVdN8v_expf for 8 float32 lanes with AVX2), or None: not x86-64, no such variant, or
-    this machine's C library lacks it (older than glibc 2.35 for tanh and erf)."""
+    the target's C library lacks it (older than glibc 2.35 for tanh and erf)."""
     if name not in MVEC_FUNCTIONS or dtype not in ("float32", "float64") or \
             target.arch != "x86_64":
         return None
@@ -403,21 +381,7 @@ def mvec_symbol(name: str, dtype: str, width: int, target: Target) -> str | None
         return None
     params = "v" * (2 if name == "pow" else 1)
     symbol = f"_ZGV{isa}N{width}{params}_{name}{'f' if dtype == 'float32' else ''}"
-    return symbol if symbol in _libmvec_symbols() else None
-
-
-@functools.cache
-def _libmvec_symbols() -> frozenset[str]:
-    """The MVEC_FUNCTIONS variants the C library on this machine exports."""
-    import ctypes
-    try:
-        lib = ctypes.CDLL("libmvec.so.1")
-    except OSError:
-        return frozenset()
-    names = {f"_ZGV{isa}N{w}{'v' * (2 if f == 'pow' else 1)}_{f}{suffix}"
-             for f in MVEC_FUNCTIONS for isa in "bcde" for w in (2, 4, 8, 16)
-             for suffix in ("f", "")}
-    return frozenset(n for n in names if hasattr(lib, n))
+    return symbol if target.has_vector_function(symbol) else None
 
 
 __all__ = ["vectorize", "NotVectorizable", "chunk_plan", "choose_lanes", "mvec_symbol",

@@ -27,9 +27,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tessel import ir, te
+from tessel import ir, ops, te
 from tessel.graph.ir import GraphError, TensorType, check
-from tessel.ops.suite import count_ops
 
 REQUIRED = object()  # an attribute with no default
 KINDS = ("anchor", "reduce", "elemwise", "injective", "view")
@@ -74,7 +73,7 @@ class OpDef:
         out = infer_type(self.name, list(inputs), attrs, self.name)
         holders = [te.placeholder(t.shape, t.dtype, name=f"x{i}") for i, t in enumerate(inputs)]
         stage = self.lower(list(holders), attrs, "out", out)
-        return count_ops(te.create_func([*holders, stage], name=self.name))
+        return ops.flops(te.create_func([*holders, stage], name=self.name))
 
 
 OPS: dict[str, OpDef] = {}

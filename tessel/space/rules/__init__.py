@@ -12,13 +12,6 @@ from tessel.space.rules.rfactor import AddRFactor
 from tessel.space.rules.tiling import MultiLevelTiling
 from tessel.target import Target
 
-RULES = {
-    "auto_inline": AutoInline, "add_rfactor": AddRFactor, "multi_level_tiling": MultiLevelTiling,
-    "parallelize_vectorize_unroll": ParallelizeVectorizeUnroll,
-    "random_compute_location": RandomComputeLocation, "unroll_cases": UnrollCases,
-}
-
-
 def default_rules(target: Target) -> list[ScheduleRule]:
     """The CPU rules of MetaSchedule, in its order, with UnrollCases (blocks that ask for it:
     Winograd's transforms) after inlining."""
@@ -27,6 +20,6 @@ def default_rules(target: Target) -> list[ScheduleRule]:
             ParallelizeVectorizeUnroll(cores=target.cores), RandomComputeLocation()]
 
 
-__all__ = ["RuleSpace", "ScheduleRule", "RULES", "default_rules", "leaf_blocks", "AutoInline",
+__all__ = ["RuleSpace", "ScheduleRule", "default_rules", "leaf_blocks", "AutoInline",
            "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
            "RandomComputeLocation", "UnrollCases"]

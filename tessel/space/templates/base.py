@@ -101,12 +101,6 @@ class TemplateContext:
         factors = self._rvs.get(name) or list(self[name])
         return self.sch.split(loop, factors)
 
-    def apply_reorder(self, name: str, loops: Sequence[LoopRV]) -> list[LoopRV]:
-        order = [loops[p] for p in self[name]]
-        if list(order) != list(loops):
-            self.sch.reorder(*order)
-        return order
-
     def apply_annotate(self, name: str, loops: Sequence[LoopRV]) -> None:
         for loop, action in zip(loops, self[name]):
             if action == "unroll":

@@ -1,4 +1,4 @@
-"""Program-level passes run on a scheduled PrimFunc before code generation.
+"""Buffer compaction: the pass run on a scheduled PrimFunc before the lowering passes.
 
 `compact_buffers` (TVM's PlanAndUpdateBufferAllocationLocation + CompactBufferAllocation)
 allocates every intermediate buffer at the lowest loop or block that holds all its accesses
@@ -34,7 +34,8 @@ from typing import Any
 
 from tessel import arith, ir
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferRegion,
-                       BufferStore, Expr, For, IfThenElse, PrimFunc, Range, SeqStmt, Stmt, Var)
+                       BufferStore, Expr, For, IfThenElse, PrimFunc, Range, SeqStmt, Stmt,
+                       StmtMutator, Var)
 
 
 # 1. where each buffer is accessed -----------------------------------------------------------
@@ -243,7 +244,7 @@ def plan_buffers(func: PrimFunc) -> dict[Buffer, _Plan]:
 
 
 # 3. rewriting -------------------------------------------------------------------------------
-class _Rewriter:
+class _Rewriter(StmtMutator):
     """Rebuilds the program: new indices and regions, allocations at their sites."""
 
     def __init__(self, plans: dict[Buffer, _Plan], names: set[str]) -> None:
@@ -283,24 +284,15 @@ class _Rewriter:
         return ir.transform(e, visit)
 
     # -- statements --
-    def stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, SeqStmt):
-            return ir.seq(*(self.stmt(x) for x in s.seq))
-        if isinstance(s, For):
-            return self.loop(s)
-        if isinstance(s, BlockRealize):
-            return self.realize(s)
-        if isinstance(s, BufferStore):
-            value = self.expr(s.value)
-            idx = tuple(self.expr(i) for i in s.indices)
-            plan = self.plans.get(s.buffer)
-            if plan is None:
-                return BufferStore(s.buffer, value, idx)
-            return BufferStore(plan.new, value, self.indices(plan, idx))
-        if isinstance(s, IfThenElse):
-            return IfThenElse(self.expr(s.condition), self.stmt(s.then_case),
-                              None if s.else_case is None else self.stmt(s.else_case))
-        return s
+    def leaf(self, s: Stmt) -> Stmt:
+        if not isinstance(s, BufferStore):
+            return s
+        value = self.expr(s.value)
+        idx = tuple(self.expr(i) for i in s.indices)
+        plan = self.plans.get(s.buffer)
+        if plan is None:
+            return BufferStore(s.buffer, value, idx)
+        return BufferStore(plan.new, value, self.indices(plan, idx))
 
     def loop(self, s: For) -> Stmt:
         self.chain.append((s, {}))

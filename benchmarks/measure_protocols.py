@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import tessel
-from tessel.codegen.module import build
+from tessel.codegen import build
 from tessel.cost_model.metrics import spearman_rho
 from tessel.database import Database, record_program
 from tessel.graph.executor import _protocols, compile_model

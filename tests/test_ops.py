@@ -265,7 +265,7 @@ def _case_id(case):
 def build():
     if importlib.util.find_spec("tessel.codegen.module") is None:
         pytest.skip("no C backend (tessel.codegen.module) yet")
-    from tessel.codegen.module import build
+    from tessel.codegen import build
     return build
 
 

@@ -44,9 +44,12 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(source: str, target: Target, extra_flags: tuple[str, ...] = ()) -> str:
-    """sha256 hex of everything that decides the compiled bytes."""
-    parts = [_CACHE_FORMAT, source, target.compiler, target.compiler_version,
-             list(target.cflags), list(extra_flags)]
+    """sha256 hex of everything that decides a shared library's bytes (compile_shared)."""
+    return _key(source, target, (*target.cflags, *extra_flags))
+
+
+def _key(source: str, target: Target, flags: tuple[str, ...]) -> str:
+    parts = [_CACHE_FORMAT, source, target.compiler, target.compiler_version, list(flags)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -60,31 +63,39 @@ def compile_shared(source: str, target: Target, *, cache_dir: str | Path | None 
                    timeout_s: float = COMPILE_TIMEOUT_S,
                    extra_flags: tuple[str, ...] = ()) -> Path:
     """Compile C ``source`` into a shared library for ``target``; return the cached .so path."""
-    key = cache_key(source, target, tuple(extra_flags))
+    libs = _LINK_LIBS + (("-lmvec",) if "_ZGV" in source else ())  # passes/vectorize.py
+    return compile_cached(source, target, (*target.cflags, *extra_flags), libs, ".so",
+                          cache_dir=cache_dir, timeout_s=timeout_s)
+
+
+def compile_cached(source: str, target: Target, flags: tuple[str, ...], libs: tuple[str, ...],
+                   suffix: str, *, cache_dir: str | Path | None = None,
+                   timeout_s: float = COMPILE_TIMEOUT_S) -> Path:
+    """Compile C ``source`` with ``target``'s compiler and ``flags`` (linking ``libs``) into a
+    file ending in ``suffix`` (a library, a program), cached by content; return its path."""
+    key = _key(source, target, flags)
     directory = (Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir())
     directory = directory / key[:2]
-    lib_path = directory / f"{key}.so"
-    if lib_path.exists():
-        return lib_path
+    out_path = directory / f"{key}{suffix}"
+    if out_path.exists():
+        return out_path
     directory.mkdir(parents=True, exist_ok=True)
     _sweep_stale(directory)
     c_path = directory / f"{key}.c"
     _write_atomic(c_path, source)
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".so.tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=f"{suffix}.tmp")
     os.close(fd)
     _TEMPS.add(tmp_name)
     try:
-        libs = _LINK_LIBS + (("-lmvec",) if "_ZGV" in source else ())  # vector math (passes/vectorize.py)
-        cmd = [target.compiler, *target.cflags, *extra_flags, str(c_path), "-o", tmp_name,
-               *libs]
-        _run_checked(cmd, source, timeout_s)
+        _run_checked([target.compiler, *flags, str(c_path), "-o", tmp_name, *libs], source,
+                     timeout_s)
         os.chmod(tmp_name, 0o755)
-        os.replace(tmp_name, lib_path)
+        os.replace(tmp_name, out_path)
     finally:
         _TEMPS.discard(tmp_name)
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
-    return lib_path
+    return out_path
 
 
 _STALE_TMP_S = 600.0  # a temporary file this old belongs to a build that was killed

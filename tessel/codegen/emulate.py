@@ -18,30 +18,23 @@ from __future__ import annotations
 import bisect
 import ctypes
 import functools
-import hashlib
-import json
 import math
-import os
 import shutil
 import struct
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from tessel.codegen.c import ALIGN_BYTES, generate_c
-from tessel.codegen.compiler import (COMPILE_TIMEOUT_S, _run_checked, _write_atomic,
-                                     compile_shared, default_cache_dir)
+from tessel.codegen.c import ALIGN_BYTES
+from tessel.codegen.compiler import compile_cached
 from tessel.codegen.module import BoundCall, KernelSequence, Module
-from tessel.codegen.passes import compact_buffers
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc
 from tessel.target import Target, TargetError, host_arch
 
 _ARCH_NAMES = {"aarch64": "AArch64", "x86_64": "x86-64"}
 _DEBIAN_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}
-_LOADER_FORMAT = "tessel-loader-v1"  # bump when the request layout below changes
 _LOADER_C = r"""/* tessel's loader for kernels of another architecture (tessel.codegen.emulate).
    stdin: libraries, memory blocks and calls, as int64 fields; stdout: the status of the calls,
    the index of the failing one and the bytes of every block a call writes. */
@@ -169,14 +162,10 @@ def check_cross_compiler(target: Target) -> None:
             f"(Debian) or pass Target({target.name!r}, compiler=...)")
 
 
-def build_emulated(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
-                   compact: bool = True) -> EmulatedModule:
-    """tessel.build for a target of another architecture: cross-compile `func` and return a
-    module that runs it under qemu-user."""
-    check_cross_compiler(target)
-    source = generate_c(compact_buffers(func) if compact else func, target,
-                        constants=func.constant_params)
-    lib_path = compile_shared(source, target, cache_dir=cache_dir)
+def emulated_module(func: PrimFunc, target: Target, source: str, lib_path: Path,
+                    cache_dir: str | Path | None = None) -> EmulatedModule:
+    """The module that runs `func`, built for another architecture at `lib_path`, under
+    qemu-user (TargetError when no emulator of that architecture is installed)."""
     if emulator(target.arch) is None:
         raise TargetError(
             f"kernel {func.name} for {target} was built ({lib_path}), but this {host_arch()} "
@@ -229,7 +218,7 @@ class EmulatedSequence:
                                     for c in self.calls], self.target, first.cache_dir,
                                    f"{len(self.calls)} kernels from {first.func.name} on")
         if status != 0:
-            self.calls[failed].module._check_status(status)
+            self.calls[failed].module.check_status(status)
 
 
 def kernel_sequence(calls: list[BoundCall], target: Target) -> KernelSequence | EmulatedSequence:
@@ -330,30 +319,11 @@ def _run_loader(request: bytes, target: Target, cache_dir: str | Path | None,
 
 def loader_path(target: Target, cache_dir: str | Path | None = None) -> Path:
     """The loader program for `target`'s architecture, compiled once with its compiler and
-    cached like the kernels (by content, written under a temporary name and renamed)."""
-    parts = [_LOADER_FORMAT, _LOADER_C, target.compiler, target.compiler_version]
-    key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-    directory = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    directory = directory / key[:2]
-    path = directory / f"{key}.loader"
-    if path.exists():
-        return path
-    directory.mkdir(parents=True, exist_ok=True)
-    c_path = directory / f"{key}.loader.c"
-    _write_atomic(c_path, _LOADER_C)
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{key}.", suffix=".loader.tmp")
-    os.close(fd)
-    try:
-        _run_checked([target.compiler, "-O2", "-std=gnu11", str(c_path), "-o", tmp_name,
-                      "-ldl"], _LOADER_C, COMPILE_TIMEOUT_S)
-        os.chmod(tmp_name, 0o755)
-        os.replace(tmp_name, path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-    return path
+    cached like the kernels."""
+    return compile_cached(_LOADER_C, target, ("-O2", "-std=gnu11"), ("-ldl",), ".loader",
+                          cache_dir=cache_dir)
 
 
-__all__ = ["EmulatedModule", "EmulatedSequence", "EmulationError", "build_emulated",
+__all__ = ["EmulatedModule", "EmulatedSequence", "EmulationError", "emulated_module",
            "check_cross_compiler", "check_timeable", "debian_packages", "emulator",
            "is_foreign", "kernel_sequence", "loader_path", "run_calls"]

@@ -1,6 +1,6 @@
 """Build a PrimFunc into a loaded shared library and call or time it on numpy arrays.
 
-    mod = build(func)               # generate C, compile (content-cached), load with ctypes
+    mod = build(func)               # tessel.codegen.build: generate C, compile, load here
     mod(a, b, c)                    # outputs are written in place
     secs = mod.time(a, b, c, number=10, repeat=3)
 """
@@ -14,12 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tessel.codegen.c import ALIGN_BYTES, ALLOC_FAILED, generate_c
+from tessel.codegen.c import ALIGN_BYTES, ALLOC_FAILED
 from tessel.codegen.compiler import asm_for, compile_shared
-from tessel.codegen.passes import compact_buffers
 from tessel.errors import TesselError
 from tessel.ir import Buffer, PrimFunc
-from tessel.target import Target, as_target, host_arch
+from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
 IN_MODEL_MAX_NUMBER = 8  # calls per batch timed in_model at most: each has a cache sweep first
@@ -109,7 +108,7 @@ class Module:
         return asm_for(self.source, self.target)
 
     def __call__(self, *arrays: np.ndarray) -> None:
-        self._check_status(self._entry(self._pack(arrays)))
+        self.check_status(self._entry(self._pack(arrays)))
 
     def bind(self, *arrays: np.ndarray) -> BoundCall:
         """Check the arguments once and return a call without arguments that runs the kernel
@@ -142,12 +141,12 @@ class Module:
     def _run_timed(self, args, number: int, repeat: int, in_model: bool = False) -> list[float]:
         out = (ctypes.c_double * repeat)()
         if not in_model:
-            self._check_status(self._time(args, number, repeat, out))
+            self.check_status(self._time(args, number, repeat, out))
             return list(out)
         if self._time_in_model is None:
             raise ArgumentError(f"kernel {self.func.name}: its library has no "
                              "tessel_time_in_model (hand-written C?)")
-        self._check_status(self._time_in_model(args, min(number, IN_MODEL_MAX_NUMBER), repeat,
+        self.check_status(self._time_in_model(args, min(number, IN_MODEL_MAX_NUMBER), repeat,
                                                out, sweep_bytes(self.target)))
         return list(out)
 
@@ -161,7 +160,8 @@ class Module:
             number = min(2**31 - 1, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
         return number
 
-    def _check_status(self, status: int) -> None:
+    def check_status(self, status: int) -> None:
+        """Raise KernelError for a failing status of this kernel (0: it ran)."""
         if status == ALLOC_FAILED:
             raise KernelError(f"kernel {self.func.name}: memory allocation failed")
         if status != 0:
@@ -222,7 +222,7 @@ class BoundCall:
         self.module, self.args, self.arrays = module, args, arrays  # arrays: kept alive
 
     def __call__(self) -> None:
-        self.module._check_status(self.module._entry(self.args))
+        self.module.check_status(self.module._entry(self.args))
 
     @property
     def entry(self) -> int:
@@ -268,22 +268,4 @@ class KernelSequence:
         status = self._run(len(self.calls), self._entries, self._args,
                            ctypes.byref(self._failed))
         if status != 0:
-            self.calls[self._failed.value].module._check_status(status)
-
-
-def build(func: PrimFunc, target: Target | str | None = None, *,
-          cache_dir: str | Path | None = None, compact: bool = True) -> Module:
-    """Generate C for `func`, compile it for `target` (a Target or a name such as "host";
-    default: this host) and load it.
-
-    With `compact` (the default), intermediate buffers are first allocated where they are
-    used and shrunk to what is used there (tessel.codegen.passes.compact_buffers). A target of
-    another architecture is cross-compiled and run under qemu-user (tessel.codegen.emulate)."""
-    target = as_target(target)  # None: this host; a name: Target(name)
-    if target.arch != host_arch():
-        from tessel.codegen.emulate import build_emulated  # (emulate builds on this module)
-        return build_emulated(func, target, cache_dir=cache_dir, compact=compact)
-    source = generate_c(compact_buffers(func) if compact else func, target,
-                        constants=func.constant_params)
-    lib_path = compile_shared(source, target, cache_dir=cache_dir)
-    return Module(func, target, source, lib_path)
+            self.calls[self._failed.value].module.check_status(status)

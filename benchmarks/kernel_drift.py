@@ -21,7 +21,7 @@ import numpy as np
 
 import tessel
 from tessel.database import Database
-from tessel.graph.executor import compile_model
+from tessel.graph.compiler import compile_model
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ import tessel
 from tessel.codegen import build
 from tessel.cost_model.metrics import spearman_rho
 from tessel.database import Database, record_program
-from tessel.graph.executor import _protocols, compile_model
+from tessel.graph.compiler import compile_model
+from tessel.graph.compiler.compile import protocols
 from tessel.prepack import split_prepacks
 from tessel.space import default_postprocs
 
@@ -37,7 +38,7 @@ def candidates(kernel, call, target, db, k: int) -> list:
     workload = kernel.func
     const = set(workload.constant_params)
     posts = default_postprocs(target, pack_panels=not const)
-    records = next((r for r in (db.top_k(w, target, k) for w in _protocols(workload)) if r), [])
+    records = next((r for r in (db.top_k(w, target, k) for w in protocols(workload)) if r), [])
     out = []
     for record in records:
         func = record_program(record, workload, posts)
@@ -70,14 +71,14 @@ def main() -> None:
     rng = np.random.default_rng(0)
     model(*[rng.standard_normal(model.graph.types[v].shape).astype("float32")
             for v in model.input_names])
-    calls = model._calls
+    calls = model.calls
     wanted = ([int(k) for k in args.kernels.split(",")] if args.kernels
               else range(len(calls)))
     print(f"target: {target}\n{'kernel':32s} {'n':>3s} {'rho warm':>8s} {'in_model':>8s} | "
           f"in sequence (us): {'warm pick':>9s} {'its pick':>9s} {'best':>7s} {'worst':>7s}")
     totals = np.zeros(3)
     for i in wanted:
-        kernel, call = model._kernels[i], calls[i]
+        kernel, call = model.kernels[i], calls[i]
         found = candidates(kernel, call, target, db, args.top)
         if len(found) < 2:
             print(f"{i:3d} {kernel.func.name[:28]:28s} fewer than 2 candidates")

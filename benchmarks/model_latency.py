@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import tessel
-from tessel.graph import models
+from tessel.graph.frontend import models
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 
 

@@ -25,7 +25,7 @@ RUNNERS = ("eager", "inductor", "tessel")
 
 def _make(label: str, name: str, db: str | None):
     import torch
-    from tessel.graph import models
+    from tessel.graph.frontend import models
     torch.set_num_threads(os.cpu_count() or 1)
     module, inputs = models.build(name)
     if label == "inductor":
@@ -85,7 +85,7 @@ def measure(name: str, db: str | None, rounds: int, budget: float) -> dict[str, 
 
 def tune(name: str, db: str, trials: int) -> float:
     import torch
-    from tessel.graph import models
+    from tessel.graph.frontend import models
     module, inputs = models.build(name)
     start = time.perf_counter()
     fast = torch.compile(module, backend="tessel", options={"database": db, "tune": trials})

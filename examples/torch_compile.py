@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from tessel.graph import models
+from tessel.graph.frontend import models
 
 
 def latency(fn, x, seconds: float = 2.0) -> float:

@@ -25,8 +25,8 @@ __all__ += ["Database", "DatabaseError", "TuningRecord", "LocalBuilder", "LocalR
             "DaskRunner", "MeasureCandidate", "MeasureResult"]
 from tessel.tuning import (Task, TaskScheduler, TuneError, TuneResult, apply_best, tune,
                            tune_tasks)
-from tessel.graph.executor import CompiledModel, compile_model, tune_model
-from tessel.graph.select import Selection, select_in_sequence
+from tessel.graph.compiler import Selection, compile_model, select_in_sequence, tune_model
+from tessel.graph.runtime import CompiledModel
 
 __all__ += ["Task", "TaskScheduler", "TuneError", "TuneResult", "apply_best", "tune",
             "tune_tasks", "tune_model", "compile_model", "CompiledModel", "select_in_sequence",

@@ -4,14 +4,14 @@ A tuned conv or dense kernel often copies its weight into a panel layout first (
 RewriteLayout postprocessor: `weight_global[j // 8, k, j % 8] = weight[j, k]`), so that its
 register tile reads whole vectors. In a model the weight is a constant, so that copy gives
 the same result on every call: TVM folds it with the graph's constants (the layout rewrite
-of its MetaSchedule, AutoTVM's alter-op-layout). Here the executor splits such stages out of
+of its MetaSchedule, AutoTVM's alter-op-layout). Here the runtime splits such stages out of
 the scheduled kernel,
 
     main, packs = split_prepacks(func, constant={1})
 
 runs each `Prepack.func` once on the constant (its params: the constant, the packed buffer),
 and binds the packed array to `main`, whose params are the kernel's params followed by one
-packed buffer per pack; with `drop_unread=True` (the executor's), a constant that only the
+packed buffer per pack; with `drop_unread=True` (the runtime's), a constant that only the
 split-out stages read is no longer a param of `main`, so the model need not keep it once it
 is packed: a weight is stored in the layout its kernel reads, not in both. The tuner
 measures a workload with constant parameters (PrimFunc.constant_params) the same way: the

@@ -87,7 +87,7 @@ def test_zoo_model_matches_pytorch():
     weights packed at compile time by emulated kernels, a flatten that aliases its input),
     its kernels run in one emulated process per call."""
     torch = pytest.importorskip("torch")
-    from tessel.graph import models
+    from tessel.graph.frontend import models
     module, example = models.build("dqn", image=52)
     model = tessel.compile_model(module, AARCH64, example_inputs=example)
     assert {s.how for s in model.statuses} == {"prior"}

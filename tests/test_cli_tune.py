@@ -75,7 +75,7 @@ def test_in_sequence_selection_tries_no_more_ranks_than_records(tmp_path, monkey
     150 s); each rank past a task's records repeats its slowest, so 2 variants say it all."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
-    from tessel.graph import select
+    from tessel.graph.compiler import select
     weight = numpy_helper.from_array(np.ones((16, 16), np.float32), "w")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
@@ -86,12 +86,12 @@ def test_in_sequence_selection_tries_no_more_ranks_than_records(tmp_path, monkey
     onnx.save(model, tmp_path / "mm.onnx")
     compiled = []
 
-    def counted(*args):
-        compiled.append(args[-1])
+    def counted(*args, **kwargs):
+        compiled.append(kwargs["rank"])
         assert len(compiled) <= 2, "a variant per requested rank"
-        return compile_variant(*args)
-    compile_variant = select._compile
-    monkeypatch.setattr(select, "_compile", counted)
+        return compile_variant(*args, **kwargs)
+    compile_variant = select.compile_graph
+    monkeypatch.setattr(select, "compile_graph", counted)
     db = str(tmp_path / "r.db")
     assert main(["tune-model", str(tmp_path / "mm.onnx"), "--trials", "2", "--batch-size",
                  "2", "--strategy", "random", "--cost-model", "random", "--select", "64",

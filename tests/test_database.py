@@ -80,7 +80,8 @@ def test_top_k_keeps_the_best_of_each_trace_and_knobs(tmp_path):
 
 
 def test_an_in_sequence_choice_is_apart_from_the_tuning_records_and_goes_stale(tmp_path):
-    """A record timed in its model's sequence (tessel.graph.select) is another protocol: the
+    """A record timed in its model's sequence (tessel.graph.compiler.select) is another
+    protocol: the
     tuner's reads never see it, Database.selection does, until a newer tuning record."""
     func = ops.matmul(9, 10, 11)
     cands, results = measured_batch(func)

@@ -42,7 +42,7 @@ def test_cli_names_the_missing_extra_in_one_line(argv, blocked, message, monkeyp
 
 def test_report_plot_and_onnx_import_name_their_extras(monkeypatch, tmp_path):
     from tessel.tuning import report
-    from tessel.graph.executor import load_model
+    from tessel.graph.compiler import load_model
     block(monkeypatch, "matplotlib", "onnx")
     with pytest.raises(MissingExtra, match=r"plotting tuning curves needs matplotlib: "
                                            r"pip install 'tessel\[plot\]'"):

@@ -9,7 +9,9 @@ import pytest
 
 import tessel
 from tessel.graph import Graph, GraphError
-from tessel.graph.executor import _fallback, _lifetimes, compile_model, model_tasks
+from tessel.graph.compiler import compile_model, model_tasks
+from tessel.graph.compiler.compile import fallback_program, protocols
+from tessel.graph.runtime import _lifetimes
 from tessel.graph.fold import fold_batch_norm, fold_constants, simplify
 from tessel.graph.fuse import fuse
 from tessel.graph.reference import run_graph
@@ -165,10 +167,10 @@ def test_memory_plan_reuses_blocks_and_never_aliases_a_kernel_output_with_its_in
     graph = simplify(residual_net(hw=11, c=3))
     model = compile_model(graph)
     arrays = model._arrays
-    intermediates = [k.params[-1] for k in model._kernels]
+    intermediates = [k.params[-1] for k in model.kernels]
     bases = {arrays[v].__array_interface__["data"][0] for v in intermediates}
     assert len(bases) < len(intermediates)  # blocks are shared
-    for k in model._kernels:
+    for k in model.kernels:
         out = arrays[k.params[-1]]
         # (a weight kept only packed has no array of its own any more)
         assert not any(np.shares_memory(out, arrays[v]) for v in k.params[:-1] if v in arrays)
@@ -276,9 +278,9 @@ def test_constant_weights_are_packed_once_at_compile_time():
         want = run_graph(g, feeds)[0]
         np.testing.assert_allclose(packed(*feeds)[0], want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(unpacked(*feeds)[0], want, rtol=1e-5, atol=1e-5)
-    first = packed._kernels[0].func
+    first = packed.kernels[0].func
     host = tessel.Target("host")
-    func, how = _fallback(first, tessel.space.make_space("auto", host),
+    func, how = fallback_program(first, tessel.space.make_space("auto", host),
                           tessel.space.default_postprocs(host, pack_panels=False))
     assert how == "prior"
     main, packs = split_prepacks(func, {1})
@@ -310,7 +312,7 @@ def _dense_prior(g: Graph):
     pack stage at the root, and that kernel's workload."""
     host = tessel.Target("host")
     workload = model_tasks(g, host)[0][0].func
-    func, how = _fallback(workload, tessel.space.make_space("auto", host),
+    func, how = fallback_program(workload, tessel.space.make_space("auto", host),
                           tessel.space.postprocs_for(workload, host))
     assert how == "prior"
     return workload, func
@@ -351,17 +353,17 @@ def test_records_measured_by_older_protocols_are_still_used(tmp_path, older):
     """A database tuned when the dense's workload was measured warm (its key without MEASURE)
     or, before that, without constant parameters as well still gives the executor its tuned
     kernel."""
-    from tessel.graph.executor import _protocols
+
     from tessel.ir import CONSTANT_PARAMS, MEASURE
     g = _two_denses()
     workload = model_tasks(g, tessel.Target("host"))[0][0].func
-    protocols = list(_protocols(workload))
-    assert [sorted(set(w.attrs) & {MEASURE, CONSTANT_PARAMS}) for w in protocols] == [
+    seen = list(protocols(workload))
+    assert [sorted(set(w.attrs) & {MEASURE, CONSTANT_PARAMS}) for w in seen] == [
         [CONSTANT_PARAMS, MEASURE], [CONSTANT_PARAMS], []]
-    assert workload.measure == "in_model" and protocols[1].measure == "warm"
-    assert len({tessel.ir.structural_hash(w) for w in protocols}) == 3
+    assert workload.measure == "in_model" and seen[1].measure == "warm"
+    assert len({tessel.ir.structural_hash(w) for w in seen}) == 3
     db = tessel.Database(tmp_path / "old.db")
-    tessel.tune(protocols[older], trials=4, database=db, strategy="random",
+    tessel.tune(seen[older], trials=4, database=db, strategy="random",
                 cost_model="random", progress=False)
     model = compile_model(g, database=db)
     assert model.statuses[0].tuned
@@ -395,8 +397,8 @@ def test_a_copy_falls_back_to_the_spaces_parallel_design():
     g.set_outputs([g.add_node("concat", [g.add_node("relu", [a]), b], axis=1)])
     model = compile_model(g)
     assert [s.how for s in model.statuses] == ["prior"]
-    kernel = model._kernels[0]
-    source = _fallback(kernel.func, tessel.space.make_space("auto", tessel.Target("host")),
+    kernel = model.kernels[0]
+    source = fallback_program(kernel.func, tessel.space.make_space("auto", tessel.Target("host")),
                        tessel.space.default_postprocs(tessel.Target("host")))[0].script()
     assert "T.parallel" in source and "T.vectorized" in source
     feeds = _feeds(g)
@@ -428,7 +430,7 @@ def test_a_concat_of_kernel_results_is_written_in_place(layout, e1, e3, in_place
     graph = fire(e1=e1, e3=e3, out=32)
     model = compile_model(graph, layout=layout)
     if in_place:
-        names = [k.func.name for k in model._kernels]
+        names = [k.func.name for k in model.kernels]
         assert not any("concat" in n for n in names), names
         cat = next(n for n in model.graph.nodes if n.op == "concat")
         whole = model._arrays[cat.output]
@@ -455,7 +457,7 @@ def test_a_concat_whose_input_is_read_elsewhere_still_runs():
 
 
 def test_select_in_sequence_stores_a_choice_among_the_best_that_compile_model_runs(tmp_path):
-    from tessel.graph.select import select_in_sequence
+    from tessel.graph.compiler.select import select_in_sequence
     graph = fire(e1=16, e3=16, out=16)
     db = tmp_path / "f.db"
     tessel.tune_model(graph, trials=24, database=db, strategy="random", cost_model="random",
@@ -497,7 +499,7 @@ def test_every_array_a_kernel_reads_or_writes_starts_on_a_cache_line():
     from tessel.measure.worker import Worker
     for g in (residual_net(), _two_denses()):
         model = compile_model(g)
-        arrays = [a for call in model._calls for a in call.arrays]
+        arrays = [a for call in model.calls for a in call.arrays]
         assert len(arrays) > 4 and all(a.ctypes.data % 64 == 0 for a in arrays)
         feeds = _feeds(g)
         np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-4,

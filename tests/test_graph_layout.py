@@ -9,7 +9,7 @@ import pytest
 
 import tessel
 from tessel.graph import Graph, GraphError
-from tessel.graph.executor import load_model
+from tessel.graph.compiler import load_model
 from tessel.graph.layout import LAYOUTS, block_layouts
 from tessel.graph.opdefs.blocked import block_array, block_weight, unblock_array, unblock_weight
 from tessel.graph.reference import run_graph
@@ -112,7 +112,7 @@ def test_zoo_cnns_convert_only_at_their_boundaries(name):
     flatten (its last conv's output is 5x5, not 1x1) and after SqueezeNet's pool (its 1000
     classes padded to 1008 channels: the pool's 1x1 output is cropped, not reshaped)."""
     pytest.importorskip("torch")
-    from tessel.graph import models
+    from tessel.graph.frontend import models
     plain = load_model(models.torch_graph(name, **CNNS[name]))
     blocked = block_layouts(plain, 16)
     ops = blocked.op_counts()
@@ -150,7 +150,7 @@ def test_compiled_models_in_both_layouts_compute_the_same(target):
     want = run_graph(g, feeds)
     plain = tessel.compile_model(g, target, layout="plain")
     blocked = tessel.compile_model(g, target, layout="blocked")
-    assert any(k.func.name.startswith("fused_conv_blocked") for k in blocked._kernels)
+    assert any(k.func.name.startswith("fused_conv_blocked") for k in blocked.kernels)
     _close(plain(*feeds), want)
     _close(blocked(*feeds), want)
 
@@ -256,7 +256,7 @@ def test_kernels_whose_output_outweighs_their_weights_split_it_by_rows():
     has each thread produce its band of every channel block of the input; the conv whose
     weight is the larger, the depthwise conv with 5 rows and every kernel on 1 core keep the
     schedule's fused outer loops. The outputs are the plain graph's either way."""
-    from tessel.graph.executor import model_tasks
+    from tessel.graph.compiler import model_tasks
     from tessel.ir import PARTITION, structural_hash
     g = _rows_cnn()
     two, one = tessel.Target("host", cores=2), tessel.Target("host", cores=1)
@@ -274,7 +274,7 @@ def test_kernels_whose_output_outweighs_their_weights_split_it_by_rows():
     for target in (two, one):
         model = tessel.compile_model(g, target, layout="blocked")
         _close(model(*feeds), want)
-        for call in model._calls:
+        for call in model.calls:
             func, source = call.module.func, call.module.source
             loops = _parallel_loops(func)
             rows = func.partition == "rows"
@@ -295,12 +295,13 @@ def test_records_tuned_before_the_rows_split_run_split_by_rows(tmp_path):
     its rows split between the threads."""
     from tessel.database import TuningRecord
     from tessel.database.record import target_key
-    from tessel.graph.executor import _protocols, model_tasks
+    from tessel.graph.compiler import model_tasks
+    from tessel.graph.compiler.compile import protocols
     from tessel.space.priors import ranked_priors
     g = _rows_cnn()
     two = tessel.Target("host", cores=2)
     expand = next(k.func for k in model_tasks(load_model(g), two)[0] if k.func.partition)
-    older = list(_protocols(expand))[1]
+    older = list(protocols(expand))[1]
     assert older.partition == "" and older.measure == "in_model"
     db = tessel.Database(tmp_path / "older.db")
     design, decisions = ranked_priors(tessel.space.make_space("auto", two), older)[0]
@@ -310,7 +311,7 @@ def test_records_tuned_before_the_rows_split_run_split_by_rows(tmp_path):
     model = tessel.compile_model(g, two, database=db, layout="blocked")
     status = next(s for s in model.statuses if s.task.workload.partition)
     assert status.tuned
-    call = next(c for c in model._calls if c.module.func.partition)
+    call = next(c for c in model.calls if c.module.func.partition)
     (par,) = _parallel_loops(call.module.func)
     assert par.extent == 2 and _outermost_loop(call.module.func) is par
     feeds = [np.random.default_rng(8).standard_normal((1, 16, 10, 6)).astype("float32")]

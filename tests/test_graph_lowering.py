@@ -155,6 +155,23 @@ def test_scalar_args_become_immediates():
     assert square.op == "*" and not ir.collect(square, ir.Call)
 
 
+def test_the_fields_graph_passes_ask_are_consistent():
+    """A blocked form is an operator; a finite operator gives finite values on finite inputs
+    (zeros and large ones: padded channels), those with a domain drawn in it."""
+    for name, op in OPS.items():
+        assert op.blocked is None or op.blocked[0] in OPS, name
+        assert len(op.param_names) in (0, op.n_inputs[1]), name
+        assert op.kind == "anchor" or not op.folds_transposes, name
+    rng = np.random.default_rng(0)
+    for op, inputs, attrs in [c for c in CASES if OPS[c[0]].finite]:
+        arrays = _arrays(op, inputs)
+        for i, a in enumerate(arrays):
+            if a.ndim and i not in OPS[op].domains:
+                a[:] = rng.choice([0.0, -100.0, 100.0], a.shape) * rng.uniform(0, 1, a.shape)
+        g = _one_node(op, inputs, attrs)
+        assert np.isfinite(evaluate(g.nodes[0], arrays)).all(), (op, inputs, attrs)
+
+
 # ---- stage structure: the workloads of tessel.ops --------------------------------------------
 
 # (op, input shapes, attrs, the tessel.ops factory call the lowering must equal structurally)

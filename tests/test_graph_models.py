@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 import tessel  # noqa: E402
-from tessel.graph import models  # noqa: E402
+from tessel.graph.frontend import models  # noqa: E402
 
 # small sizes keep the unscheduled kernels fast; odd where the architecture allows
 SIZES = {
@@ -67,7 +67,7 @@ def test_torch_path_matches_pytorch(name):
 def test_fused_resnet_has_one_kernel_per_conv_and_shares_tasks():
     module, example = models.build("resnet18", image=40)
     model = tessel.compile_model(module, example_inputs=example, fallback="unscheduled")
-    names = [k.func.name for k in model._kernels]
+    names = [k.func.name for k in model.kernels]
     assert sum("conv" in n for n in names) == 20  # batch norm, bias, add and relu fused in
     assert names.count("fused_conv_blocked_add_relu") == 8  # in blocked channel layouts
     assert len(model.tasks) < len(names) and sum(t.weight for t in model.tasks) == len(names)

@@ -1,4 +1,4 @@
-"""tessel.graph.onnx_import: small ONNX models (odd shapes: 7x9 images, 5 channels, primes)
+"""tessel.graph.frontend.onnx_import: small ONNX models (odd shapes: 7x9 images, 5 channels, primes)
 imported, run by the graph reference interpreter and compared with onnxruntime; the
 translation's structure (op counts) where it matters; and the errors."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tessel.graph import OPS, GraphError  # noqa: E402
-from tessel.graph.onnx_convert import UNARY  # noqa: E402
-from tessel.graph.onnx_import import from_onnx  # noqa: E402
+from tessel.graph.frontend.onnx_convert import UNARY  # noqa: E402
+from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
 from tessel.graph.reference import run_graph  # noqa: E402
 
 IR_VERSION = {11: 7, 13: 7, 17: 8, 18: 8, 20: 9, 21: 10}

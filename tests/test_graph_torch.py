@@ -1,4 +1,5 @@
-"""torch.export import (tessel.graph.torch_import) and the model zoo (tessel.graph.models):
+"""torch.export import (tessel.graph.frontend.torch_import) and the model zoo
+(tessel.graph.frontend.models):
 every zoo model imports with the expected operators and computes what torch computes; each
 ATen mapping is checked against torch at odd shapes; unsupported operators are named."""
 import functools
@@ -13,10 +14,11 @@ nn = torch.nn
 F = torch.nn.functional
 
 from tessel.graph import OPS, GraphError  # noqa: E402
-from tessel.graph.models import MODELS, build, onnx_model, torch_graph  # noqa: E402
+from tessel.graph.frontend.models import MODELS, build, onnx_model, torch_graph  # noqa: E402
 from tessel.graph.reference import run_graph  # noqa: E402
-from tessel.graph.torch_convert_math import UNARY  # noqa: E402
-from tessel.graph.torch_import import Importer, UnsupportedOpError, from_torch  # noqa: E402
+from tessel.graph.frontend.torch_convert_math import UNARY  # noqa: E402
+from tessel.graph.frontend.torch_import import (Importer, UnsupportedOpError,  # noqa: E402
+                                                from_torch)
 from zoo_cases import ZOO_SMALL as SMALL  # noqa: E402
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -157,8 +159,8 @@ def test_onnx_model_matches_torch(name):
 
 def test_tessel_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import tessel.graph.torch_import, tessel.graph.models\n"
-            "from tessel.graph.models import MODELS; assert 'resnet18' in MODELS")
+            "import tessel.graph.frontend.torch_import, tessel.graph.frontend.models\n"
+            "from tessel.graph.frontend.models import MODELS; assert 'resnet18' in MODELS")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

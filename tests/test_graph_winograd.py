@@ -7,7 +7,7 @@ import pytest
 
 import tessel
 from tessel.graph import Graph, GraphError
-from tessel.graph.executor import load_model
+from tessel.graph.compiler import load_model
 from tessel.graph.layout import LAYOUTS, block_layouts
 from tessel.graph.opdefs.winograd import TILES, winograd_matrices, winograd_weight
 from tessel.graph.reference import run_graph
@@ -116,7 +116,7 @@ def test_few_tiles_stay_direct_and_bad_arguments_are_named():
 def test_a_zoo_resnet_matches_its_plain_graph():
     """ResNet-18 at 64x64: its 16x16 stage (16 tiles) runs as Winograd, the others direct."""
     pytest.importorskip("torch")
-    from tessel.graph import models
+    from tessel.graph.frontend import models
     plain = load_model(models.torch_graph("resnet18", image=64))
     wino = winograd_convs(block_layouts(plain, 16))
     assert wino.op_counts()["winograd_output"] == 4
@@ -133,11 +133,11 @@ def test_compiled_winograd_models_compute_the_same(target):
     feeds = [np.random.default_rng(3).standard_normal((1, 8, 17, 9)).astype("float32")]
     graph = winograd_convs(block_layouts(g, target.vector_lanes("float32")), min_tiles=8)
     model = tessel.compile_model(graph, target, layout="plain")  # (already rewritten)
-    assert sum(k.func.name.startswith("winograd_input") for k in model._kernels) == 2
+    assert sum(k.func.name.startswith("winograd_input") for k in model.kernels) == 2
     _close(model(*feeds), run_graph(g, feeds))
     default = tessel.compile_model(_cnn(), target)  # 4 x 4 tiles: the default layout rewrites
     assert default.layout == "winograd" and "winograd" in LAYOUTS
-    assert any(k.func.name.startswith("fused_winograd_output") for k in default._kernels)
+    assert any(k.func.name.startswith("fused_winograd_output") for k in default.kernels)
     feeds = [np.random.default_rng(4).standard_normal((1, 8, 15, 13)).astype("float32")]
     _close(default(*feeds), run_graph(_cnn(), feeds))
 
@@ -152,7 +152,7 @@ def test_the_transforms_compile_to_straight_line_formulas(target):
         pytest.skip(f"{target} code does not run on this host")
     from tessel.codegen import generate_c
     from tessel.graph.fuse import fuse
-    from tessel.graph.tasks import extract_tasks, lower_groups
+    from tessel.graph.compiler.tasks import extract_tasks, lower_groups
     from tessel.space import default_postprocs, final_func, make_space
 
     g = _cnn(h=8, w=8)

@@ -100,3 +100,44 @@ def test_codegen_passes_never_import_the_printer():
                 wrong.append(f"codegen/passes/{path.name} imports {name}")
     assert wrong == []
     assert {"tessel.codegen.lowered", "tessel.codegen.passes.affine"} <= seen
+
+
+# graph/'s parts, each importing only the parts before it (and itself): the IR and its
+# operators, the rewrites on it, the front ends that build graphs, the runtime that runs
+# built kernels, the model compiler, and the torch.compile backend on top
+GRAPH_PARTS = {"ir": "ir", "ops": "ir", "opdefs": "ir", "reference": "ir", "lowering": "ir",
+               "fold": "rewrites", "fuse": "rewrites", "layout": "rewrites",
+               "winograd": "rewrites", "frontend": "frontend", "runtime": "runtime",
+               "compiler": "compiler", "torch_backend": "torch_backend"}
+GRAPH_MAY_IMPORT = {"ir": {"ir"}, "rewrites": {"ir", "rewrites"},
+                    "frontend": {"ir", "frontend"}, "runtime": {"ir", "rewrites", "runtime"},
+                    "compiler": {"ir", "rewrites", "frontend", "runtime", "compiler"},
+                    "torch_backend": set(GRAPH_PARTS.values())}
+
+
+def graph_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["tessel", "graph"] or len(parts) < 3:
+        return None
+    return GRAPH_PARTS.get(parts[2], "?" + parts[2])
+
+
+def test_graph_parts_import_only_the_parts_below_them():
+    """Every import inside tessel/graph, lazy ones and type-checking ones included, goes from
+    a part to itself or a part below it: so no two files of different parts import each other,
+    the runtime runs without the compiler, and the front ends without either."""
+    wrong, seen = [], set()
+    for path in (ROOT / "graph").rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        here = graph_part(module)
+        for name, _ in imports(ast.parse(path.read_text())):
+            there = graph_part(name)
+            if here is None or there is None:
+                continue
+            seen.add((here, there))
+            if there not in GRAPH_MAY_IMPORT.get(here, set()):
+                wrong.append(f"{module} ({here}) imports {name} ({there})")
+    assert wrong == []
+    assert {("compiler", "runtime"), ("compiler", "frontend"), ("rewrites", "ir"),
+            ("torch_backend", "compiler")} <= seen

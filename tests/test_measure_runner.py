@@ -211,7 +211,7 @@ def test_a_model_workload_is_timed_call_by_call_in_the_caches_a_model_leaves(tar
     from tessel.codegen.module import sweep_bytes
     assert sweep_bytes(target) == (target.l3_bytes or 32 << 20) > 0
     for workload, want in ((model, sweep_bytes(target)), (func, 0)):
-        job = plan_job(MeasureCandidate(workload, workload), build.artifact, config, target,
+        job = plan_job(MeasureCandidate(workload, workload), build, config, target,
                        References(target, tmp_path))
         assert job.in_model_sweep == want
     with LocalRunner(target, config=config) as r:

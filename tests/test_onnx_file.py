@@ -1,4 +1,5 @@
-"""tessel.graph.onnx_file: an .onnx file read with each weight in memory once gives the model
+"""tessel.graph.frontend.onnx_file: an .onnx file read with each weight in memory once gives
+the model
 and the arrays `onnx.load` gives (every kind of initializer storage, external data), files cut
 short are rejected by name, and importing a large model costs about its weights in memory."""
 from __future__ import annotations
@@ -15,9 +16,9 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tessel.graph import GraphError  # noqa: E402
-from tessel.graph.onnx_file import load_file  # noqa: E402
-from tessel.graph.onnx_import import from_onnx  # noqa: E402
-from tessel.graph.onnx_import import load_file as import_file  # noqa: E402
+from tessel.graph.frontend.onnx_file import load_file  # noqa: E402
+from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
+from tessel.graph.frontend.onnx_import import load_file as import_file  # noqa: E402
 from tessel.graph.reference import run_graph  # noqa: E402
 
 
@@ -143,7 +144,7 @@ def test_importing_a_large_model_holds_its_weights_about_once(tmp_path):
     path = tmp_path / "big.onnx"
     onnx.save(m, path)
     script = textwrap.dedent(f"""
-        import tessel.graph.onnx_import as oi
+        import tessel.graph.frontend.onnx_import as oi
         def hwm():
             return next(int(l.split()[1]) for l in open("/proc/self/status")
                         if l.startswith("VmHWM")) * 1024

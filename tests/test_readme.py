@@ -4,7 +4,13 @@ there); every `tessel` command line of their shell blocks parses; every command 
 README's table exists.
 
 A block right after `<!-- test: skip (why) -->` is not run (a tuning run of minutes); one
-after `<!-- test: needs PROGRAM ... -->` runs where those programs are on PATH."""
+after `<!-- test: needs PROGRAM ... -->` runs where those programs are on PATH.
+
+The calls run as written, with less search effort than a user's run gets (SMALLER_SEARCH,
+run before each page sets these defaults): the evolutionary search evolves 8 programs a
+generation instead of 64, a run re-times its best program at the end instead of its best 3,
+and a model's kernels are chosen in its sequence among each task's 2 best records instead of
+8. A page then costs seconds of a 2-core CI runner, not a minute."""
 from __future__ import annotations
 
 import re
@@ -24,6 +30,20 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 FENCE = re.compile(r"^(?:<!-- test: (?P<marker>.*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)^```",
                    re.M | re.S)
+
+SMALLER_SEARCH = """\
+def smaller_search():
+    from tessel import tune, tune_model, tune_tasks
+    from tessel.graph.compiler.select import select_graph
+    from tessel.search.evolutionary import EvolutionarySearch
+    for func, key, value in [(EvolutionarySearch.__init__, "population", 8),
+                             (tune, "rerun_top", 1), (tune_tasks, "rerun_top", 1),
+                             (tune_model, "select", 2), (select_graph, "candidates", 2)]:
+        assert key in func.__kwdefaults__, f"{func.__qualname__} has no keyword {key!r}"
+        func.__kwdefaults__[key] = value
+smaller_search()
+del smaller_search
+"""
 
 
 @dataclass(frozen=True)
@@ -51,7 +71,7 @@ def run_page(page: Path, tmp_path: Path) -> str:
     code = [b.code for b in blocks(page, "python") if b.runs_here()]
     assert code, f"{page.name}: no Python block runs"
     script = tmp_path / "page.py"
-    script.write_text("\n".join(code) + '\nprint("PAGE OK")\n')
+    script.write_text("\n".join([SMALLER_SEARCH, *code]) + '\nprint("PAGE OK")\n')
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, f"{page.relative_to(ROOT)}:\n{proc.stderr[-4000:]}"

@@ -173,7 +173,7 @@ def test_small_map_priors_hold_two_channel_blocks_where_registers_allow(target):
     (AVX-512's 24 accumulators, not AVX2's 12), the first prior holds two output-channel blocks
     instead (14; MobileNet-v2's kernels at 14x14 and 7x7 ran 10-30% faster, the untuned model
     2.26 -> 1.94 ms as the sum of its kernels alone)."""
-    from tessel.graph.executor import model_tasks
+    from tessel.graph.compiler import model_tasks
     from tessel.graph.ir import Graph
     rng = np.random.default_rng(0)
     lanes = target.vector_lanes("float32")

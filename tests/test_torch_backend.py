@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 from tessel.graph import GraphError  # noqa: E402
-from tessel.graph.models import build  # noqa: E402
+from tessel.graph.frontend.models import build  # noqa: E402
 from zoo_cases import ZOO_SMALL as SMALL  # noqa: E402
 from tessel.graph.torch_backend import (BackendOptions, TesselGraph,  # noqa: E402
                                         TorchFallbackWarning, tessel_backend)
@@ -231,9 +231,9 @@ class Refused(nn.Module):
 
 def test_a_refused_node_alone_runs_in_torch_with_the_reason(monkeypatch):
     pieces = []
-    from tessel.graph import torch_backend
-    original = torch_backend.compile_pieces
-    monkeypatch.setattr(torch_backend, "compile_pieces",
+    from tessel.graph.torch_backend import split
+    original = split.compile_pieces
+    monkeypatch.setattr(split, "compile_pieces",
                         lambda graphs, options: pieces.extend(graphs) or original(graphs, options))
     module, x = Refused().eval(), randn(1, 3)
     fast = torch.compile(module, backend="tessel", options=FAST)

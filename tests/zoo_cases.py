@@ -1,4 +1,5 @@
-"""The model zoo at the small sizes the tests build it (tessel.graph.models keyword arguments):
+"""The model zoo at the small sizes the tests build it (tessel.graph.frontend.models keyword
+arguments):
 a few MFLOPs per model, every operator of the full size kept."""
 ZOO_SMALL = {
     "resnet18": dict(image=32),

@@ -14,7 +14,7 @@ from tessel.arith.evaluate import evaluate
 from tessel.arith.linear import const_offset, linear_form
 from tessel.arith.region import (block_regions, clamp_region, detect_regions, relax_region,
                                  touched_region, union_regions)
-from tessel.arith.stmt import simplify_stmt
+from tessel.arith.stmt import analyzer_at, simplify_stmt
 
 
 def simplify(expr, analyzer: Analyzer | None = None):
@@ -36,8 +36,8 @@ def int_set(expr, dom, analyzer: Analyzer | None = None) -> tuple:
 
 
 __all__ = [
-    "Analyzer", "ArithError", "Atom", "INF", "Sum", "as_range", "block_regions", "can_prove",
-    "clamp_region", "detect_regions",
+    "Analyzer", "ArithError", "Atom", "INF", "Sum", "analyzer_at", "as_range", "block_regions",
+    "can_prove", "clamp_region", "detect_regions",
     "const_int_bound", "const_offset", "evaluate", "int_set", "linear_form", "relax_region",
     "simplify", "simplify_stmt", "touched_region", "union_regions",
 ]

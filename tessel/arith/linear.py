@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tessel.arith.analyzer import Analyzer
-from tessel.ir import Expr, IRError, Var, is_int
+from tessel.ir import Expr, IRError, Var, is_int, uses_var
 
 
 def linear_form(e: Expr, analyzer: Analyzer | None = None) -> dict[object, int] | None:
@@ -20,6 +20,14 @@ def linear_form(e: Expr, analyzer: Analyzer | None = None) -> dict[object, int] 
     if s.const:
         out[1] = s.const
     return out
+
+
+def steps_by_one(e: Expr, var: Var) -> bool:
+    """Whether `e` moves by one as `var` counts (affine, coefficient 1), or does not use it."""
+    if not uses_var(e, var):
+        return True
+    form = linear_form(e)
+    return form is not None and form.get(var, 0) == 1
 
 
 def const_offset(a: Expr, b: Expr, analyzer: Analyzer | None = None) -> int | None:

@@ -1,4 +1,5 @@
-"""Simplify every index expression of a statement tree, binding loop vars on the way down."""
+"""Statements under an analyzer: `simplify_stmt` simplifies every index expression of a tree,
+binding loop vars on the way down; `analyzer_at` knows the ranges along a path into one."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,6 +16,18 @@ def simplify_stmt(stmt: Stmt, analyzer: Analyzer | None = None) -> Stmt:
     iter vars range over theirs; inside `if c` the analyzer assumes c. Unchanged subtrees are
     returned as they were (same objects)."""
     return _StmtSimplifier(analyzer or Analyzer()).stmt(stmt)
+
+
+def analyzer_at(path: list) -> Analyzer:
+    """An analyzer knowing the ranges of the loops and block iter vars along `path`."""
+    ana = Analyzer()
+    for node in path:
+        if isinstance(node, For):
+            ana.update(node.loop_var, node.extent)
+        elif isinstance(node, Block):
+            for iv in node.iter_vars:
+                ana.update(iv.var, iv.extent)
+    return ana
 
 
 def _replace(node, **changes):

@@ -5,8 +5,8 @@
     tessel run-model model.onnx                   compile with the database, check, time
     tessel tune-model resnet18 --image 224        a model of tessel's zoo (needs torch)
 
-A model is an ONNX file, or the name of a model built in code (tessel.graph.models: resnet18,
-mobilenet_v2, bert_layer, dqn, dcgan_generator) with random weights, imported through
+A model is an ONNX file, or the name of a model built in code (tessel.graph.frontend.models:
+resnet18, mobilenet_v2, bert_layer, dqn, dcgan_generator) with random weights, imported through
 torch.export (`--frontend torch`, the default for zoo models) or ONNX (`--frontend onnx`).
 """
 from __future__ import annotations
@@ -22,11 +22,12 @@ import numpy as np
 
 import tessel
 from tessel.cli.tune import DEFAULT_DB, CliError, _ints, check_parts, count
-from tessel.graph import GraphError, models
-from tessel.graph.executor import load_model, model_tasks
+from tessel.graph import GraphError
+from tessel.graph.compiler import load_model, model_tasks, select_in_sequence
+from tessel.graph.compiler.select import MAX_CANDIDATES
+from tessel.graph.frontend import models
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
-from tessel.graph.select import MAX_CANDIDATES, select_in_sequence
 
 MAX_IMAGE = 4096  # a zoo CNN's activations grow with its square: 4096 is GiBs already
 

@@ -14,7 +14,7 @@ import numpy as np
 from tessel.codegen.lowered import CodegenError, check
 from tessel.codegen.passes.affine import is_nonnegative, is_positive_const
 from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
-                       Select, Var, is_float)
+                       Select, Var, fresh_name, is_float)
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t",
            "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
@@ -64,12 +64,7 @@ class Names:
         base = re.sub(r"[^0-9A-Za-z_]", "_", base) or "v"
         if base[0].isdigit() or base[0] == "_" or base.startswith("tessel_"):
             base = "v" + base  # _X and __x are reserved in C; tessel_* are our helpers
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            name = f"{base}_{k}"
-        self.used.add(name)
-        return name
+        return fresh_name(base, self.used)
 
     def __call__(self, obj: Var | Buffer) -> str:
         if id(obj) not in self.by_id:

@@ -43,11 +43,6 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "tessel" / "kernels"
 
 
-def cache_key(source: str, target: Target, extra_flags: tuple[str, ...] = ()) -> str:
-    """sha256 hex of everything that decides a shared library's bytes (compile_shared)."""
-    return _key(source, target, (*target.cflags, *extra_flags))
-
-
 def _key(source: str, target: Target, flags: tuple[str, ...]) -> str:
     parts = [_CACHE_FORMAT, source, target.compiler, target.compiler_version, list(flags)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()

@@ -112,7 +112,7 @@ class Module:
 
     def bind(self, *arrays: np.ndarray) -> BoundCall:
         """Check the arguments once and return a call without arguments that runs the kernel
-        on them (the model executor's arrays live as long as the model)."""
+        on them (a compiled model's arrays live as long as the model)."""
         return BoundCall(self, self._pack(arrays), arrays)
 
     def time(self, *arrays: np.ndarray, number: int = 10, repeat: int = 3,

@@ -13,7 +13,7 @@ from tessel.schedule import Trace
 from tessel.target import Target
 
 # Flags of a choice: a record of a program already measured, timed again to choose among the
-# best few: in its model's sequence (tessel.graph.select), or alone in rounds as a user's
+# best few: in its model's sequence (tessel.graph.compiler.select), or alone in rounds as a user's
 # process times it (tessel.tuning.loop, at the end of a run). Not a trial: only
 # Database.selection returns one, never the tuner's reads.
 IN_SEQUENCE = "in_sequence"

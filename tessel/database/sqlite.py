@@ -331,7 +331,7 @@ class Database:
 
     def selection(self, workload: PrimFunc | str, target: Target | str) -> TuningRecord | None:
         """The last choice among `workload`'s best programs, while it is current: the one
-        tessel.graph.select chose by timing its model's kernels in sequence, or the one a
+        tessel.graph.compiler.select chose by timing its model's kernels in sequence, or the one a
         tuning run chose at its end by timing its best few again as a user's process times
         them (record.CHOICES), whichever is newer; None when there is none, or when a tuning
         record arrived after it (the choice did not see that one)."""

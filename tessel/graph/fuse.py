@@ -6,10 +6,11 @@ output, so conv + bias + batch norm + residual add + ReLU is one kernel and the 
 tensors never reach memory. Anchors (conv, dense, matmul) and reductions (pools, softmax,
 layer norm) start groups and take elementwise consumers; injective nodes (transpose) join
 elementwise or injective groups. A batched matmul of two activations (attention's scores and
-weighted sum) also takes the transposes that feed it, as a prologue the search space inlines
-into its reads, and one transpose of its result, folded into its stores: BERT's head splits
-and merge stop being kernels of their own. Reshapes are views: a group of their own that the
-executor runs as a buffer alias, not a kernel. So is a concat along the leading non-unit axis
+weighted sum; OpDef.folds_transposes) also takes the transposes that feed it, as a prologue the
+search space inlines into its reads, and one transpose of its result, folded into its stores
+(a weight's layout is the packing's business, not fusion's): BERT's head splits and merge
+stop being kernels of their own. Reshapes are views: a group of their own that the
+runtime runs as a buffer alias, not a kernel. So is a concat along the leading non-unit axis
 whose inputs are kernel results read by nothing else (SqueezeNet's fire modules): its
 producers write into slices of its output and it does not run at all (`in_place`).
 """
@@ -25,10 +26,6 @@ MAX_GROUP_NODES = 16
 # kind of the group -> kinds of the nodes that may join it
 _JOINS = {"anchor": {"elemwise"}, "reduce": {"elemwise"},
           "elemwise": {"elemwise", "injective"}, "injective": {"elemwise", "injective"}}
-# anchors whose operands are both activations: the index remappings feeding them (attention's
-# head transposes) fold into them as prologues, and a transpose of their result folds into
-# their stores (a weight's layout is the packing's business, not fusion's)
-FOLDS_TRANSPOSES = {"matmul"}
 
 
 @dataclass
@@ -76,7 +73,7 @@ def fuse(graph: Graph) -> list[FusedGroup]:
     groups: list[FusedGroup] = []
     for node in graph.nodes:
         group = _host(graph, node, owner, users)
-        if group is None and node.op in FOLDS_TRANSPOSES:
+        if group is None and OPS[node.op].folds_transposes:
             group = _prologue(graph, node, owner, users, groups)
         if group is None:
             group = FusedGroup()
@@ -97,7 +94,7 @@ def _concat_in_place(graph: Graph, group: FusedGroup, owner: dict[str, FusedGrou
     straight into slices of its output: every axis before the concatenated one has extent 1
     (each input is then one contiguous run of the output: channels of a batch-1 NCHW or
     blocked tensor), and each input is a distinct kernel's result read by nothing else."""
-    if len(group.nodes) != 1 or group.nodes[0].op != "concat":
+    if len(group.nodes) != 1 or OPS[group.nodes[0].op].layout != "concat":  # (a join)
         return False
     node = group.nodes[0]
     shape = graph.types[node.output].shape
@@ -117,7 +114,7 @@ def _host(graph: Graph, node: Node, owner: dict[str, FusedGroup],
         if group is None or not _sole_use(graph, group, v, users):
             continue
         joins = _JOINS.get(group.kind, set())
-        if group.kind == "anchor" and group.anchor.op in FOLDS_TRANSPOSES and all(
+        if group.kind == "anchor" and OPS[group.anchor.op].folds_transposes and all(
                 OPS[n.op].kind != "injective"
                 for n in group.nodes[group.nodes.index(group.anchor) + 1:]):
             joins = joins | {"injective"}  # one transpose of the product, after its epilogue

@@ -9,7 +9,7 @@
 
 Importers (ONNX, torch.export) translate their operators into the canonical set of
 `tessel.graph.ops.OPS` (which documents each operator's inputs and attributes), so the
-passes, the task extraction and the executor see one vocabulary. Every value has a static
+passes, the task extraction and the runtime see one vocabulary. Every value has a static
 shape and a dtype, inferred when its node is added; a node whose inputs do not fit its
 operator raises `GraphError` naming the node.
 """

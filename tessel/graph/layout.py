@@ -24,8 +24,8 @@ The pass walks the nodes in order and decides each value's layout:
   of 8 would run half-width ones (MobileNet-v2's 56x56 layers on the Zen 5, 32 trials each,
   each call timed with its buffers flushed from the caches: the 96->24 projection 102 -> 57
   us, 144->24 with its residual add 169 -> 144 us, the 24->144 expansion 93 -> 85 us). Only
-  operators that keep finite values finite carry padded channels (clip, relu, sigmoid, +,
-  -, *, ...; no exp, log, sqrt, pow); a value leaves the blocks without them
+  operators that keep finite values finite (OpDef.finite) carry padded channels (clip, relu,
+  sigmoid, +, -, *, ...; no exp, log, sqrt, pow); a value leaves the blocks without them
   (`from_blocked`'s channels).
 - unary elementwise operators, binary ones whose operands are blocked alike or constants
   that broadcast along the channel axis (blocked with them), max pooling, the global
@@ -52,10 +52,6 @@ LAYOUTS = ("blocked", "winograd", "plain")
 DEFAULT_LAYOUT = "winograd"  # blocked; the same wherever no 3x3 convolution qualifies
 MIN_BLOCK = 4
 PAD_LIMIT = 4 / 3  # channels padded to whole vectors when that adds at most a third of them
-# operators that map finite values to finite values: they may carry padded channels
-FINITE_UNARY = frozenset({"abs", "clip", "erf", "gelu", "hardswish", "leaky_relu", "neg", "relu",
-                          "sigmoid", "tanh"})
-FINITE_BINARY = frozenset({"add", "sub", "mul", "maximum", "minimum", "div"})  # div: see binary
 
 
 def block_layouts(graph: Graph, lanes: int, pad: bool = True) -> Graph:
@@ -108,36 +104,36 @@ class _Blocking:
     # ---- decisions ----
 
     def rewrite(self, node: Node, inputs: list[str]) -> str | None:
-        """The blocked value computing `node`, or None to copy it plain."""
+        """The blocked value computing `node` (its OpDef's layout rule), or None: plain."""
         op = OPS[node.op]
-        if node.op == "conv":
+        if op.layout == "anchor":
             return self.conv(node, inputs)
         if not any(v in self.block for v in inputs):
             return None
         x = inputs[0]
-        if node.op == "max_pool" and len(self.new.types[x].shape) == 5:
-            return self.add("max_pool_blocked", [x], node, self.block[x], **node.attrs)
-        if node.op == "global_avg_pool" and len(self.new.types[x].shape) == 5:
-            return self.add("reduce_mean", [x], node, self.block[x], axes=(2, 3),
-                            keepdims=True)
+        if op.blocked and len(self.new.types[x].shape) == 5:  # pools: their blocked forms
+            return self.add(op.blocked[0], [x], node, self.block[x],
+                            **{**node.attrs, **op.blocked[1]})
         if op.kind == "elemwise" and op.n_inputs == (1, 1):
-            if self.padded(x) and node.op not in FINITE_UNARY:
+            if self.padded(x) and not op.finite:
                 return None
             return self.add(node.op, [x], node, self.block[x], **node.attrs)
         if op.kind == "elemwise" and op.layout == "broadcast":
             return self.binary(node, inputs)
-        if node.op == "concat" and node.attrs["axis"] == 1:
+        if op.layout == "concat" and node.attrs["axis"] == 1:
             return self.concat(node, inputs)
         return None
 
     def conv(self, node: Node, inputs: list[str]) -> str | None:
+        """An anchor with a blocked form (a convolution), its weight packed as that reads it."""
+        blocked = OPS[node.op].blocked
         x, w, *bias = inputs
         data = self.plain_shape(x)
-        if len(data) != 4 or w not in self.new.constants:
+        if blocked is None or len(data) != 4 or w not in self.new.constants:
             return None
         weight = self.new.constants[w]
         groups, (n, c, h, wd), o = node.attrs["groups"], data, weight.shape[0]
-        attrs = dict(node.attrs)
+        attrs = {**node.attrs, **blocked[1]}
         if groups == 1:
             chosen = self.choose(o)
             if chosen is None:
@@ -164,21 +160,21 @@ class _Blocking:
         packed = block_weight(pad_channels(weight.swapaxes(0, 1), width).swapaxes(0, 1),
                               in_block, out_block)
         w_blocked = self.new.add_constant(self.fresh(f"{w}_blocked"), packed)
-        return self.add("conv_blocked", [x, w_blocked, *bias], node, out_block, **attrs)
+        return self.add(blocked[0], [x, w_blocked, *bias], node, out_block, **attrs)
 
     def binary(self, node: Node, inputs: list[str]) -> str | None:
         """Operands blocked alike, constants along the channels (blocked with them), scalars,
         and values of the output's channels that broadcast over its pixels (a squeeze-and-
         excitation gate (N, C, 1, 1): blocked too, it broadcasts against (N, C/b, H, W, b))."""
+        op = OPS[node.op]
         first = next(v for v in inputs if v in self.block)  # the others agree or stay plain
         block, width = self.block[first], self.width(first)
         out = self.old.types[node.output].shape
         if len(out) != 4:
             return None
         if any(self.padded(v) for v in inputs) and (
-                node.op not in FINITE_BINARY
-                or node.op == "div" and inputs[1] not in self.new.constants):
-            return None  # (a padded channel of 0 would divide by 0: constants pad with 1)
+                not op.finite or any(inputs[k] not in self.new.constants for k in op.domains)):
+            return None  # (a padded 0 may leave an input's domain: constants there pad with 1)
         operands = []
         for k, v in enumerate(inputs):
             shape = self.plain_shape(v)
@@ -192,7 +188,7 @@ class _Blocking:
                 operands.append(v)
             elif v in self.new.constants:
                 value = self.new.constants[v].reshape((1,) * (4 - len(shape)) + shape)
-                fill = 1.0 if node.op == "div" and k == 1 else 0.0  # (a divisor: no 0)
+                fill = 1.0 if k in op.domains else 0.0  # (a divisor: no 0)
                 operands.append(self.new.add_constant(self.fresh(f"{v}_blocked"), block_array(
                     pad_channels(value, width, fill), block)))
             else:

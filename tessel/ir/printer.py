@@ -31,13 +31,18 @@ class Names:
     def __call__(self, obj: Var | Buffer) -> str:
         key = id(obj)
         if key not in self.names:
-            base, k, name = obj.name or "v", 0, obj.name or "v"
-            while name in self.used:
-                k += 1
-                name = f"{base}_{k}"
-            self.used.add(name)
-            self.names[key] = name
+            self.names[key] = fresh_name(obj.name or "v", self.used)
         return self.names[key]
+
+
+def fresh_name(base: str, used: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ...: the first name not in `used` (added to it)."""
+    name, k = base, 0
+    while name in used:
+        k += 1
+        name = f"{base}_{k}"
+    used.add(name)
+    return name
 
 
 def _float_str(value: float, dtype: str) -> str:

@@ -155,10 +155,10 @@ class PrimFunc:
     parameters the caller holds constant (a model's weights). A program of such a workload is
     measured with its packing of those parameters done once, outside the timed calls, as a
     compiled model runs it; its records' times depend on that, so it is part of the identity.
-    So is MEASURE = "in_model" (a model's kernels, tessel.graph.tasks): each call is timed
+    So is MEASURE = "in_model" (a model's kernels, tessel.graph.compiler.tasks): each call is timed
     from the caches a model leaves it, its weights, output and scratch out of them and its
     activation inputs just written by the threads (codegen.c: tessel_time_in_model), instead
-    of repeated calls from warm caches. And PARTITION = "rows" (tessel.graph.tasks): the
+    of repeated calls from warm caches. And PARTITION = "rows" (tessel.graph.compiler.tasks): the
     parallel loop gives each thread a contiguous share of axis 2 of the output, the rows of a
     blocked NCHW[x]c tensor (RewriteParallelVectorizeUnroll), and a model's neighbouring
     kernels do the same, so each core reads the rows it wrote; the in-model timing has the

@@ -25,6 +25,7 @@ A scheduler that does not answer within `connect_timeout_s` (CONNECT_TIMEOUT_S; 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -36,10 +37,10 @@ from typing import Any, Sequence
 
 from tessel.errors import TesselError
 from tessel.extras import require
-from tessel.measure.builder import BuildResult, ParamSpec
+from tessel.measure.builder import BuildResult
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.measure.runner import BestSoFar, References, check_batch, make_config, plan_job
-from tessel.measure.session import DeviceSession, MeasureJob, ReferenceJob, RunConfig
+from tessel.measure.session import DeviceSession, MeasureJob, RunConfig
 from tessel.target import Target
 
 _SESSIONS: dict[str, DeviceSession] = {}
@@ -91,25 +92,19 @@ class Shipped:
 
 @dataclass(frozen=True)
 class RemoteJob:
-    """A MeasureJob with its libraries' bytes in place of local paths."""
+    """A MeasureJob planned on the tuner (its paths are the tuner's) with its libraries'
+    bytes: the candidate's and, when it is checked, the reference's."""
     device: str
+    job: MeasureJob
     lib: Shipped
-    params: tuple[ParamSpec, ...]
-    config: RunConfig
-    reference: tuple[str, Shipped, float, float] | None  # key, library, rtol, atol
-    flush_bytes: int
-    build_secs: float
-    stop_above_s: float = 0.0
-    in_model_sweep: int = 0
+    reference_lib: Shipped | None = None
 
     def local(self) -> MeasureJob:
-        ref = None
-        if self.reference is not None:
-            key, lib, rtol, atol = self.reference
-            ref = ReferenceJob(key, lib.local_path(), rtol, atol)
-        return MeasureJob(self.lib.local_path(), self.params, self.config, ref,
-                          self.flush_bytes, self.build_secs, self.stop_above_s,
-                          self.in_model_sweep)
+        """The job with the paths of the libraries written on this machine."""
+        ref = self.job.reference
+        if ref is not None:
+            ref = dataclasses.replace(ref, lib_path=self.reference_lib.local_path())
+        return dataclasses.replace(self.job, lib_path=self.lib.local_path(), reference=ref)
 
 
 def measure_on_device(job: RemoteJob) -> MeasureResult:
@@ -199,19 +194,12 @@ class DaskRunner:
         return results
 
     def _plan(self, candidate: MeasureCandidate, build: BuildResult) -> RemoteJob | MeasureResult:
-        if build.artifact is None:
-            return build.error
-        job = plan_job(candidate, build.artifact, self.config, self.target, self.references,
-                       self.best)
+        job = plan_job(candidate, build, self.config, self.target, self.references, self.best)
         if isinstance(job, MeasureResult):
             return job
-        ref = None
-        if job.reference is not None:
-            r = job.reference
-            ref = (r.key, self._ship(r.lib_path), r.rtol, r.atol)
-        return RemoteJob(self.device, Shipped.read(job.lib_path), job.params, job.config, ref,
-                         job.flush_bytes, job.build_secs, job.stop_above_s,
-                         job.in_model_sweep)
+        ref = job.reference
+        return RemoteJob(self.device, job, Shipped.read(job.lib_path),
+                         None if ref is None else self._ship(ref.lib_path))
 
     def _ship(self, path: str) -> Shipped:
         if path not in self._shipped:
@@ -237,7 +225,7 @@ class DaskRunner:
     def _batch_timeout(self, jobs: dict[int, RemoteJob]) -> float:
         if self.batch_timeout_s is not None:
             return self.batch_timeout_s
-        workloads = {job.reference[0] for job in jobs.values() if job.reference is not None}
+        workloads = {r.job.reference.key for r in jobs.values() if r.job.reference is not None}
         return (60.0 + len(jobs) * (self.config.timeout_s + 2.0)
                 + len(workloads) * self.config.reference_timeout_s)
 

@@ -139,11 +139,14 @@ class BestSoFar:
             self._best[key] = min(self._best.get(key, math.inf), result.mean_secs)
 
 
-def plan_job(candidate: MeasureCandidate, artifact: Artifact, config: RunConfig,
+def plan_job(candidate: MeasureCandidate, build: BuildResult, config: RunConfig,
              target: Target, references: References,
              best: BestSoFar | None = None) -> MeasureJob | MeasureResult:
-    """The job that measures `artifact`, or an error if it cannot be checked as asked."""
-    reference = None
+    """The job that measures `build`'s artifact, or an error: the build's own, or that the
+    artifact cannot be checked as asked."""
+    if build.artifact is None:
+        return build.error
+    artifact, reference = build.artifact, None
     if config.check:
         if param_specs(candidate.workload) != artifact.params:
             return MeasureResult.error(
@@ -190,10 +193,7 @@ class LocalRunner:
         return [self._run_one(c, b) for c, b in zip(candidates, builds)]
 
     def _run_one(self, candidate: MeasureCandidate, build: BuildResult) -> MeasureResult:
-        if build.artifact is None:
-            return build.error
-        job = plan_job(candidate, build.artifact, self.config, self.target, self.references,
-                       self.best)
+        job = plan_job(candidate, build, self.config, self.target, self.references, self.best)
         if isinstance(job, MeasureResult):
             return job
         result = self.session.measure(job)

@@ -101,7 +101,7 @@ def random_input(rng: np.random.Generator, name: str, shape: tuple, dtype: str) 
 
 def sentinel_output(shape: tuple, dtype: str) -> np.ndarray:
     """An output buffer whose every element a correct kernel overwrites (NaN for floats), on
-    a cache line as a compiled model's arrays are (tessel.graph.executor)."""
+    a cache line as a compiled model's arrays are (tessel.graph.runtime)."""
     np_dtype = _numpy_dtype(dtype)
     out = aligned_empty(tuple(shape), np_dtype)
     if np_dtype == np.bool_:
@@ -280,7 +280,7 @@ class Worker:
         key = (tuple((n, tuple(s), d) for n, s, d, out in params if not out), seed)
         if key not in self.inputs:
             rng = np.random.default_rng(seed)
-            # on cache lines, as a compiled model's arrays are (tessel.graph.executor)
+            # on cache lines, as a compiled model's arrays are (tessel.graph.runtime)
             self.inputs[key] = tuple(aligned(random_input(rng, n, tuple(s), d))
                                      for n, s, d in key[0])
             while len(self.inputs) > _KEPT_INPUTS:

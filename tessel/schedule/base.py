@@ -1,12 +1,6 @@
-"""The core of Schedule: the program under transformation, its random variables, its trace,
-the `instruction` decorator and the queries (get_block, get_loops, ...).
-
-    sch = tessel.Schedule(func, seed=0)
-    block = sch.get_block("C")
-    i, j, k = sch.get_loops(block)
-    i0, i1 = sch.split(i, factors=[None, 8])
-    sch.vectorize(i1)
-    print(sch.func.script()); print(sch.trace.script())
+"""The core of Schedule (schedule.py shows it in use): the program under transformation, its
+random variables, its trace, the `instruction` decorator and the queries (get_block,
+get_loops, ...).
 
 Every public primitive and sampling method is an *instruction*: calling it records one
 entry in `sch.trace` (calls made by other primitives are not recorded). A primitive either

@@ -38,11 +38,7 @@ def unique_name(func: PrimFunc, base: str) -> str:
     """`base`, or `base_1`, `base_2`, ...: a name no block or buffer of func uses yet."""
     used = {b.name for b in ir.blocks(func.body)} | {b.name for b in func.params}
     used |= {buf.name for b in ir.blocks(func.body) for buf in b.alloc_buffers}
-    name, k = base, 0
-    while name in used:
-        k += 1
-        name = f"{base}_{k}"
-    return name
+    return ir.fresh_name(base, used)
 
 
 def with_root_alloc(func: PrimFunc, buf: Buffer) -> PrimFunc:

@@ -303,18 +303,6 @@ def _check_complete(site: Site, producers: list[BlockRealize]) -> None:
                   f"{site.loop.loop_var.name} (driven by loop {bad})")
 
 
-def analyzer_at(path: list[Any]) -> arith.Analyzer:
-    """An analyzer knowing the ranges of the loops and block iter vars along `path`."""
-    ana = arith.Analyzer()
-    for node in path:
-        if isinstance(node, For):
-            ana.update(node.loop_var, node.extent)
-        elif isinstance(node, Block):
-            for iv in node.iter_vars:
-                ana.update(iv.var, iv.extent)
-    return ana
-
-
 def insert(site: Site, loop: For, nest: ir.Stmt | None, first: set[str],
            last: set[str]) -> For:
     """`loop` with `nest` in its body: after the statements holding blocks of `first`, before
@@ -450,7 +438,7 @@ def move_block(func: PrimFunc, name: str, var: Var, preserve_unit_loops: bool,
     else:  # the loop's body, and the loops around it, are the same without the block
         removed, path = func, list(site.loop_path)
     loop = path[-1]
-    ana = analyzer_at(path)
+    ana = arith.analyzer_at(path)
     domains = _domains(site, loop.body, ana, reverse)
     if reverse:
         _check_covered(site, loop.body, domains, ana)

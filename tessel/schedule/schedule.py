@@ -7,9 +7,9 @@
     sch.vectorize(i1)
     print(sch.func.script()); print(sch.trace.script())
 
-Every public primitive and sampling method is an *instruction*: calling it records one entry
-in `sch.trace` (calls that primitives make to each other are not recorded). A primitive
-either succeeds or raises ScheduleError and leaves the schedule as it was.
+Every public primitive and sampling method is an *instruction* (`instruction` in base.py):
+a call records one entry in `sch.trace`, and a primitive that fails leaves the schedule as it
+was.
 """
 from tessel.schedule.base import ScheduleBase
 from tessel.schedule.cache import CachePrimitives

@@ -7,6 +7,7 @@ variables and block names are the stable identities random variables point at.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any, Mapping
 
 from tessel import ir
@@ -38,7 +39,10 @@ class _Index:
             kids = [c for c in children(node) if isinstance(c, Stmt)]
             stack.extend((c, node) for c in reversed(kids))
 
-    def path(self, node: Any) -> list[Any]:
+    def path(self, node: Any | None, missing: str) -> list[Any]:
+        """The nodes from the root down to `node`; ScheduleError `missing` when it is None."""
+        if node is None:
+            raise ScheduleError(missing)
         out = []
         while node is not None:
             out.append(node)
@@ -48,32 +52,29 @@ class _Index:
 
 _INDEXES: dict[int, _Index] = {}
 _KEPT_INDEXES = 8
+_INDEXES_LOCK = threading.Lock()  # runs sharing a budget tune in threads of one process
 
 
 def _index(root: Any) -> _Index:
-    index = _INDEXES.get(id(root))
-    if index is None or index.root is not root:
-        if len(_INDEXES) >= _KEPT_INDEXES:
-            _INDEXES.pop(next(iter(_INDEXES)))
-        index = _INDEXES[id(root)] = _Index(root)
-    return index
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(id(root))
+        if index is None or index.root is not root:
+            if len(_INDEXES) >= _KEPT_INDEXES:
+                _INDEXES.pop(next(iter(_INDEXES)))
+            index = _INDEXES[id(root)] = _Index(root)
+        return index
 
 
 def block_path(func: PrimFunc, name: str) -> list[Any]:
     """Path from the function body to the BlockRealize of block `name`."""
     index = _index(func.body)
-    node = index.blocks.get(name)
-    if node is None:
-        raise ScheduleError(f"no block named {name!r} in {func.name}")
-    return index.path(node)
+    return index.path(index.blocks.get(name), f"no block named {name!r} in {func.name}")
 
 
 def loop_path(func: PrimFunc, var: Var) -> list[Any]:
+    """Path from the function body to the For of loop `var`."""
     index = _index(func.body)
-    node = index.loops.get(var)
-    if node is None:
-        raise ScheduleError(f"loop {var.name} no longer exists in {func.name}")
-    return index.path(node)
+    return index.path(index.loops.get(var), f"loop {var.name} no longer exists in {func.name}")
 
 
 def find_realize(func: PrimFunc, name: str) -> BlockRealize:

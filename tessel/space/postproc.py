@@ -69,7 +69,7 @@ def default_postprocs(target: Target, verify_codegen: bool = False,
 
 def postprocs_for(func: PrimFunc, target: Target) -> list[Postproc]:
     """The postprocessors of a workload's programs: a workload with constant parameters keeps
-    its pack stages at the root, where the measurement and the executor take a constant's
+    its pack stages at the root, where the measurement and the runtime take a constant's
     pack out of the kernel (tessel.prepack)."""
     return default_postprocs(target, pack_panels=not func.constant_params)
 

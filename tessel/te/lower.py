@@ -45,15 +45,6 @@ def _check_args(args: list[Any], order: list[Tensor]) -> None:
               f"placeholder {t.name} is used but not listed in create_func's args")
 
 
-def _unique(name: str, used: set[str]) -> str:
-    out, k = name, 0
-    while out in used:
-        k += 1
-        out = f"{name}_{k}"
-    used.add(out)
-    return out
-
-
 def _lower_compute(t: Tensor, buf: Buffer, bmap: dict[Buffer, Buffer], name: str) -> ir.Stmt:
     op = t.op
     body = op.body
@@ -88,7 +79,7 @@ def lower(args: list[Tensor], name: str, attrs: dict[str, Any]) -> ir.PrimFunc:
     check(any(a.op is not None for a in args), "create_func: no computed tensor among args")
     bmap = {t: Buffer(t.name, t.shape, t.dtype) for t in order}
     used_names: set[str] = set()
-    nests = [_lower_compute(t, bmap[t], bmap, _unique(t.name, used_names))
+    nests = [_lower_compute(t, bmap[t], bmap, ir.fresh_name(t.name, used_names))
              for t in order if t.op is not None]
     intermediates = tuple(bmap[t] for t in order if t.op is not None and t not in args)
     root = ir.Block("root", (), (), (), ir.seq(*nests), alloc_buffers=intermediates)

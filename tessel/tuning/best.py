@@ -58,12 +58,14 @@ def best_record(func: PrimFunc, target: Target, db: Database,
     """The best of the database's records for `func` on `target` that still makes a program
     (tessel.database.record_program, postprocessed by `postprocs`, postprocs_for(func, target)
     by default), with that program; None when there is none. The best is the current choice
-    of tessel.graph.select (timed in its model's sequence) where there is one, else the
+    of tessel.graph.compiler.select (timed in its model's sequence) where there is one, else the
     fastest record. `records_of`: the workload whose records to replay on `func` instead of
-    its own (the same program measured under an older protocol: tessel.graph.executor)."""
+    its own (the same program measured under an older protocol:
+    tessel.graph.compiler.compile.protocols)."""
     posts = list(postprocs) if postprocs is not None else postprocs_for(func, target)
     owner = records_of if records_of is not None else func
-    chosen = db.selection(owner, target)  # timed in its model's sequence (tessel.graph.select)
+    # timed in its model's sequence (tessel.graph.compiler.select)
+    chosen = db.selection(owner, target)
     return first_program(([chosen] if chosen is not None else []) + db.top_k(owner, target, k=5),
                          func, posts)
 

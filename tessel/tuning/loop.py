@@ -220,7 +220,8 @@ def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, t
             bar.refresh()
     finally:
         bar.close()
-    # one round: a model's kernels are chosen again in their model's sequence (graph.select)
+    # one round: a model's kernels are chosen again in their model's sequence
+    # (graph.compiler.select)
     return [_finish(run, rerun_top, 1, b, stop.is_set()) for run, b in zip(runs, before)]
 
 

@@ -178,24 +178,13 @@ def _site_index(use: _Usage, prefix: list[Any]) -> int | None:
     return max(site, owner)
 
 
-def _scope_analyzer(nodes: list[Any]) -> arith.Analyzer:
-    ana = arith.Analyzer()
-    for node in nodes:
-        if isinstance(node, For):
-            ana.update(node.loop_var, node.extent)
-        elif isinstance(node, Block):
-            for iv in node.iter_vars:
-                ana.update(iv.var, iv.extent)
-    return ana
-
-
 def _plan(buf: Buffer, use: _Usage) -> _Plan | None:
     prefix = _common_prefix(use.paths)
     index = _site_index(use, prefix)
     if index is None:
         return None
     site = prefix[index]
-    ana = _scope_analyzer(prefix[: index + 1])
+    ana = arith.analyzer_at(prefix[: index + 1])
     stmt = site.body if isinstance(site, For) else site
     region = arith.touched_region(stmt, buf, reads=True, writes=True, analyzer=ana)
     if region is None:
@@ -301,7 +290,7 @@ class _Rewriter(StmtMutator):
         self.chain.pop()
         here = self.by_site.get(id(s), [])
         if here:
-            name = self._name(f"{here[0].buffer.name}_alloc")
+            name = ir.fresh_name(f"{here[0].buffer.name}_alloc", self.names)
             alloc = Block(name, (), (), (), body, alloc_buffers=tuple(p.new for p in here))
             body = ir.realize(alloc)
         return dataclasses.replace(s, body=body)
@@ -339,15 +328,6 @@ class _Rewriter(StmtMutator):
         moved_in = tuple(p.new for p in self.by_site.get(id(block), ())
                          if not any(b is p.buffer for b in block.alloc_buffers))
         return kept + moved_in
-
-    def _name(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.names:
-            k += 1
-            name = f"{base}_{k}"
-        self.names.add(name)
-        return name
-
 
 def compact_buffers(func: PrimFunc) -> PrimFunc:
     """func with each intermediate buffer allocated at the lowest common ancestor (loop or

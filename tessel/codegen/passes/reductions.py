@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tessel.arith.linear import linear_form
+from tessel.arith.linear import steps_by_one
 from tessel.ir import (REDUCE, BinOp, Block, BlockRealize, Buffer, BufferLoad, BufferStore,
                        Expr, For, IntImm, PrimFunc, Stmt, Var, collect, const, realize, seq,
                        structural_equal, substitute, transform, uses_var)
@@ -120,15 +120,9 @@ def _fold(store: BufferStore) -> tuple[str, Expr] | None:
 
 def _contiguous_or_uniform(value: Expr, k: Var) -> bool:
     """Every load of `value` reads one element for all k or consecutive elements as k counts."""
-    for load in collect(value, BufferLoad):
-        strides = load.buffer.strides
-        flat = sum((i * st for i, st in zip(load.indices, strides)), const(0))
-        if not uses_var(flat, k):
-            continue
-        form = linear_form(flat)
-        if form is None or form.get(k, 0) != 1:
-            return False
-    return True
+    flats = (sum((i * st for i, st in zip(load.indices, load.buffer.strides)), const(0))
+             for load in collect(value, BufferLoad))
+    return all(steps_by_one(flat, k) for flat in flats)
 
 
 def _combine(op: str, a: Expr, b: Expr) -> Expr:

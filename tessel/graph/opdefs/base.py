@@ -5,20 +5,20 @@ shape.py), with `define(...)`: its attributes and their defaults, how many input
 shape inference, its te lowering (the stages of `tessel.ops` where one exists, so the
 search spaces' designs apply), its numpy reference (float64, PyTorch/ONNX semantics), its
 fusion kind, how a blocked channel layout propagates through it, and the examples that the
-registry test (tests/test_graph_opdefs.py) runs it on, against torch where torch has the op.
+registry test (tests/test_graph_lowering.py) runs it on, against torch where torch has the op.
 Adding an operator is one `define` plus the importer lines that map foreign ops onto it.
 
 Fusion kinds (as TVM's operator patterns): "anchor" (complex, fuses with elementwise
 consumers), "reduce", "elemwise", "injective" (index remapping), "view" (a reshape: the
-executor aliases the buffer, no kernel).
+runtime aliases the buffer, no kernel).
 
-Layout rules, for blocked channel layouts (NCHW[x]c): "channelwise" (the op works per
-channel, a blocked layout passes through unchanged: unary math, batch_norm, pools),
-"broadcast" (passes when every operand has the layout or broadcasts along the channel axis),
-"anchor" (the op chooses its own layout: convolutions), "concat" (passes when every input has
-the layout and the join is not on the channel axis or keeps whole blocks), "barrier" (needs
-the plain layout: dense, matmul, reshape, transpose, softmax and the normalizations over
-trailing axes).
+Layout rules, for blocked channel layouts (NCHW[x]c, tessel.graph.layout): "channelwise" (per
+channel, a blocked layout passes unchanged, through the op or its `blocked` form: unary math,
+pools), "broadcast" (passes when every operand has the layout or broadcasts along the channel
+axis), "anchor" (the op chooses its own layout: convolutions with a `blocked` form), "concat"
+(a join along `axis`: passes when whole blocks join), "barrier" (needs the plain layout: dense,
+matmul, reshape, transpose, softmax, the normalizations over trailing axes). Channels padded
+to whole vectors pass only `finite` operators.
 """
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ class OpDef:
     domains: dict[int, str] = field(default_factory=dict)  # input -> values tests draw
     scalars: bool = False  # inputs may be floats (binary elementwise operators)
     keeps_dtype: bool = False  # the output has its input's dtype (else float32)
+    finite: bool = False  # finite in, finite out: padded channels pass (domain inputs: constants)
+    blocked: tuple[str, Attrs] | None = None  # the op (and attributes it adds) on NCHW[b]c data
+    folds_transposes: bool = False  # an anchor of two activations: transposes fold into it
+    param_names: tuple[str, ...] = ()  # its inputs as kernel parameters (measured "var" > 0)
 
     def flops(self, inputs: Sequence[TensorType], attrs: Attrs | None = None) -> int:
         """Arithmetic operations of one run as tessel computes it (a multiply-add counting 2):

@@ -29,8 +29,8 @@ import numpy as np
 from tessel import te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64)
-from tessel.graph.opdefs.nn import (_conv_infer, _conv_reference, _conv_torch, _pool_after,
-                                    _pool_infer, _pool_reference, _pool_torch)
+from tessel.graph.opdefs.nn import (conv_infer, conv_reference, conv_torch, pool_after,
+                                    pool_infer, pool_reference, pool_torch)
 from tessel.ops.common import named, pad_tensor
 
 
@@ -113,7 +113,7 @@ def pad_channels(x: np.ndarray, channels: int, fill: float = 0.0) -> np.ndarray:
     return np.pad(x, widths, constant_values=fill)
 
 
-def _torch_block(t, x, block):
+def torch_block(t, x, block):
     n, c, *sp = x.shape
     full = -(-c // block) * block
     if full != c:
@@ -121,20 +121,20 @@ def _torch_block(t, x, block):
     return x.reshape(n, full // block, block, *sp).movedim(2, -1)
 
 
-def _torch_unblock(t, x, channels=None):
+def torch_unblock(t, x, channels=None):
     n, cb, *sp, b = x.shape
     y = x.movedim(-1, 2).reshape(n, cb * b, *sp)
     return y if channels is None else y[:, :channels]
 
 
 define("to_blocked", "injective", _to_blocked_infer, _to_blocked_lower, _to_blocked_reference,
-       attrs=dict(block=REQUIRED), layout="barrier", keeps_dtype=True, torch=_torch_block,
+       attrs=dict(block=REQUIRED), layout="barrier", keeps_dtype=True, torch=torch_block,
        examples=[Example(((2, 12, 5, 3),), dict(block=4)),
                  Example(((1, 16, 3),), dict(block=16)),
                  Example(((1, 6, 3, 2),), dict(block=4))])  # padded to 8
 define("from_blocked", "injective", _from_blocked_infer, _from_blocked_lower,
        lambda args, a, out: unblock_array(args[0])[:, :out.shape[1]], attrs=dict(channels=None),
-       layout="barrier", keeps_dtype=True, torch=_torch_unblock,
+       layout="barrier", keeps_dtype=True, torch=torch_unblock,
        examples=[Example(((2, 3, 5, 3, 4),)), Example(((1, 1, 3, 8),)),
                  Example(((1, 2, 3, 2, 4),), dict(channels=6))])
 
@@ -167,7 +167,7 @@ def _conv_blocked_infer(inputs, attrs, label):
     plain = [data, weight]
     if len(inputs) > 2:
         plain.append(inputs[2])
-    n, o, *sp = _conv_infer(plain, attrs, label)
+    n, o, *sp = conv_infer(plain, attrs, label)
     ob = inputs[1].shape[5]
     return (n, o // ob, *sp, ob)
 
@@ -212,15 +212,15 @@ def with_channel_bias(y: te.Tensor, bias: list[Arg], name: str) -> te.Tensor:
 
 def _conv_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     plain = [unblock_array(f64(args[0])), unblock_weight(args[1]), *args[2:]]
-    return block_array(_conv_reference(plain, a, out), out.shape[-1])
+    return block_array(conv_reference(plain, a, out), out.shape[-1])
 
 
 def _conv_blocked_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
     oo, io, kh, kw, ib, ob = w.shape
     plain_w = w.permute(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw)
-    y = _conv_torch(t, _torch_unblock(t, x), plain_w, b, strides=strides, pads=pads,
+    y = conv_torch(t, torch_unblock(t, x), plain_w, b, strides=strides, pads=pads,
                     dilations=dilations, groups=groups)
-    return _torch_block(t, y, ob)
+    return torch_block(t, y, ob)
 
 
 define("conv_blocked", "anchor", _conv_blocked_infer, _conv_blocked_lower,
@@ -243,14 +243,14 @@ def _pool_blocked_infer(inputs, attrs, label):
     x = inputs[0].shape
     check(len(x) == 5, f"node {label} (max_pool_blocked): data {x} must be (N, C/b, H, W, b)")
     plain = TensorType((x[0], x[1] * x[4], x[2], x[3]))
-    n, c, *sp = _pool_infer([plain], attrs, label)
+    n, c, *sp = pool_infer([plain], attrs, label)
     return (x[0], x[1], *sp, x[4])
 
 
 def _pool_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     x, = args
     plain = te.placeholder((x.shape[0], x.shape[1], x.shape[2], x.shape[3]), x.dtype)
-    after = _pool_after(plain, a, out.shape[2:4])
+    after = pool_after(plain, a, out.shape[2:4])
     low = te.identity_of("max", x.dtype)
     padded = pad_tensor(x, (0, 0, a["pads"][0], a["pads"][1], 0), (0, 0, *after, 0), low,
                         ("n", "c", "h", "w", "b"), name=f"{name}_pad")
@@ -266,13 +266,13 @@ def _pool_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
 def _pool_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     x = unblock_array(args[0])
     plain_out = TensorType((out.shape[0], out.shape[1] * out.shape[4], *out.shape[2:4]))
-    return block_array(_pool_reference([x], a, plain_out, is_max=True), out.shape[4])
+    return block_array(pool_reference([x], a, plain_out, is_max=True), out.shape[4])
 
 
 def _pool_blocked_torch(t, x, *, kernel, strides, pads, ceil_mode):
-    y = _pool_torch(t, _torch_unblock(t, x), kernel=kernel, strides=strides, pads=pads,
+    y = pool_torch(t, torch_unblock(t, x), kernel=kernel, strides=strides, pads=pads,
                     ceil_mode=ceil_mode)
-    return _torch_block(t, y, x.shape[-1])
+    return torch_block(t, y, x.shape[-1])
 
 
 define("max_pool_blocked", "reduce", _pool_blocked_infer, _pool_blocked_lower,

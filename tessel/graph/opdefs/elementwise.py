@@ -26,7 +26,7 @@ def _value(arg: Arg, idx: tuple[ir.Expr, ...], out: tuple[int, ...]) -> ir.Expr:
 
 def binary(name: str, te_fn: Callable[[ir.Expr, ir.Expr], ir.Expr],
            np_fn: Callable[[np.ndarray, np.ndarray], np.ndarray], torch_fn, *examples: Example,
-           domains: dict[int, str] | None = None) -> None:
+           domains: dict[int, str] | None = None, finite: bool = True) -> None:
     """Define a binary elementwise operator from its scalar te and numpy functions."""
     def infer(inputs, attrs, label):
         return broadcast_shape([t.shape for t in inputs], label)
@@ -40,7 +40,7 @@ def binary(name: str, te_fn: Callable[[ir.Expr, ir.Expr], ir.Expr],
     define(name, "elemwise", infer, lower,
            lambda args, attrs, out: np_fn(f64(args[0]), f64(args[1])),
            layout="broadcast", inputs=(2, 2), scalars=True, examples=examples,
-           torch=torch_fn, domains=domains or {})
+           torch=torch_fn, domains=domains or {}, finite=finite)
 
 
 def _pow(x: ir.Expr, y: ir.Expr) -> ir.Expr:
@@ -64,7 +64,7 @@ binary("div", lambda u, v: u / v, np.divide, lambda t, a, b: a / b,
        Example((X3, 8.0)), Example((X3, (1, 5, 1))), Example((3.0, X3)), domains={1: "nonzero"})
 binary("pow", _pow, np.power, lambda t, a, b: a ** b,
        *(Example((X3, e)) for e in (2.0, 3.0, 0.5, -0.5, 1.7)), Example((X3, X3)),
-       domains={0: "positive"})
+       domains={0: "positive"}, finite=False)
 binary("maximum", te.max, np.maximum, lambda t, a, b: t.maximum(a, b),
        Example((X3, (1, 7))), Example((X3, 0.25)))
 binary("minimum", te.min, np.minimum, lambda t, a, b: t.minimum(a, b),
@@ -75,7 +75,7 @@ binary("minimum", te.min, np.minimum, lambda t, a, b: t.minimum(a, b),
 
 def unary(name: str, te_fn: Callable[[ir.Expr, Attrs], ir.Expr],
           np_fn: Callable[[np.ndarray, Attrs], np.ndarray], torch_fn, *examples: Example,
-          attrs: Attrs | None = None, domain: str = "any") -> None:
+          attrs: Attrs | None = None, domain: str = "any", finite: bool = True) -> None:
     """Define a unary elementwise operator from its scalar te and numpy functions (each also
     given the node's attributes)."""
     def lower(args: list[Arg], a: Attrs, stage: str, out: TensorType) -> te.Tensor:
@@ -85,7 +85,7 @@ def unary(name: str, te_fn: Callable[[ir.Expr, Attrs], ir.Expr],
     define(name, "elemwise", same_shape, lower,
            lambda args, a, out: np_fn(f64(args[0]), a), layout="channelwise", attrs=attrs,
            examples=examples or (Example((X3,)),), torch=torch_fn,
-           domains={} if domain == "any" else {0: domain})
+           domains={} if domain == "any" else {0: domain}, finite=finite)
 
 
 def erf_f64(x: np.ndarray) -> np.ndarray:
@@ -132,11 +132,11 @@ unary("sigmoid", lambda v, a: te.sigmoid(v), lambda x, a: ref.sigmoid(x),
       lambda t, x: t.sigmoid(x))
 unary("tanh", lambda v, a: te.tanh(v), lambda x, a: np.tanh(x), lambda t, x: t.tanh(x))
 unary("erf", lambda v, a: te.erf(v), lambda x, a: erf_f64(x), lambda t, x: t.erf(x))
-unary("exp", lambda v, a: te.exp(v), lambda x, a: np.exp(x), lambda t, x: t.exp(x))
+unary("exp", lambda v, a: te.exp(v), lambda x, a: np.exp(x), lambda t, x: t.exp(x), finite=False)
 unary("log", lambda v, a: te.log(v), lambda x, a: np.log(x), lambda t, x: t.log(x),
-      domain="positive")
+      domain="positive", finite=False)
 unary("sqrt", lambda v, a: te.sqrt(v), lambda x, a: np.sqrt(x), lambda t, x: t.sqrt(x),
-      domain="positive")
+      domain="positive", finite=False)
 unary("neg", lambda v, a: -v, lambda x, a: -x, lambda t, x: -x)
 unary("abs", lambda v, a: te.abs(v), lambda x, a: np.abs(x), lambda t, x: t.abs(x))
 unary("gelu", lambda v, a: _gelu_te(v, a["approximate"]),
@@ -185,4 +185,4 @@ define("batch_norm", "elemwise", _batch_norm_infer, _batch_norm_lower,
                  Example(((3, 5, 7), *_BN)), Example(((3, 5), *_BN))],
        torch=lambda t, x, s, b, m, v, epsilon: t.nn.functional.batch_norm(
            x, m, v, s, b, False, 0.0, epsilon),
-       domains={4: "positive"})
+       domains={4: "positive"}, param_names=("data", "gamma", "beta", "mean", "var"))

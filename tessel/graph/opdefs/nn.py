@@ -41,7 +41,7 @@ def _channel_bias(out: np.ndarray, args: list[np.ndarray]) -> np.ndarray:
 
 # ---- conv ----
 
-def _conv_infer(inputs, attrs, label):
+def conv_infer(inputs, attrs, label):
     x, w = inputs[0].shape, inputs[1].shape
     nd = len(x) - 2
     check(1 <= nd <= 3 and len(w) == len(x),
@@ -73,7 +73,7 @@ def _conv_lower(args: list[Arg], a: Attrs, name: str, out_type: TensorType) -> t
     return _bias_add(out, bias[0], 1, name) if bias else out
 
 
-def _conv_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+def conv_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     x, w = f64(args[0]), args[1]
     before, after = split_pads(a["pads"])
     x = np.pad(x, [(0, 0), (0, 0)] + list(zip(before, after)))
@@ -82,14 +82,14 @@ def _conv_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.nda
     return _channel_bias(y, args)
 
 
-def _conv_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
+def conv_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
     conv = getattr(t.nn.functional, f"conv{x.dim() - 2}d")
     return conv(t.nn.functional.pad(x, _torch_pads(pads)), w, b, strides, 0, dilations, groups)
 
 
 _CONV_ATTRS = dict(strides=None, pads=None, dilations=None, groups=1)
-define("conv", "anchor", _conv_infer, _conv_lower, _conv_reference, attrs=_CONV_ATTRS,
-       inputs=(2, 3), layout="anchor", torch=_conv_torch, examples=[
+define("conv", "anchor", conv_infer, _conv_lower, conv_reference, attrs=_CONV_ATTRS,
+       inputs=(2, 3), layout="anchor", blocked=("conv_blocked", {}), torch=conv_torch, examples=[
            # bias, groups, depthwise, dilation, strides, asymmetric pads, 1-3 spatial axes
            Example(((1, 3, 9, 7), (5, 3, 3, 3), (5,)), dict(pads=(1, 1, 1, 1))),
            Example(((1, 6, 11, 9), (9, 2, 3, 3)), dict(strides=(2, 2), dilations=(2, 2),
@@ -224,14 +224,14 @@ def _matmul_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.T
 
 define("matmul", "anchor", _matmul_infer, _matmul_lower,
        lambda args, a, out: np.matmul(f64(args[0]), f64(args[1])), inputs=(2, 2),
-       layout="barrier", torch=lambda t, a, b: t.matmul(a, b),
+       layout="barrier", folds_transposes=True, torch=lambda t, a, b: t.matmul(a, b),
        examples=[Example(((7, 5), (5, 3))), Example(((2, 7, 5), (5, 3))),
                  Example(((2, 1, 7, 5), (3, 5, 11))), Example(((7, 5), (3, 5, 2)))])
 
 
 # ---- pooling ----
 
-def _pool_infer(inputs, attrs, label):
+def pool_infer(inputs, attrs, label):
     x = inputs[0].shape
     nd = len(x) - 2
     check(1 <= nd <= 3, f"node {label} (pool): data must be 3-d to 5-d, got {x}")
@@ -249,7 +249,7 @@ def _pool_infer(inputs, attrs, label):
     return (*x[:2], *out)
 
 
-def _pool_after(x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> tuple[int, ...]:
+def pool_after(x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> tuple[int, ...]:
     """Padding after each spatial axis, grown so that ceil_mode's last windows fit."""
     nd, sizes = x.ndim - 2, x.shape[2:]
     return tuple(max(e, (o - 1) * s + k - b - n) for n, k, s, b, e, o in zip(
@@ -261,7 +261,7 @@ def _max_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te
     nd, out_sp = x.ndim - 2, out.shape[2:]
     return nn.pool_stages("max_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
                           te.identity_of("max", x.dtype), te.max, name,
-                          pad_after=_pool_after(x, a, out_sp), pad_name=f"{name}_pad")
+                          pad_after=pool_after(x, a, out_sp), pad_name=f"{name}_pad")
 
 
 def _window_count(y: ir.Expr, k: int, s: int, b: int, lo: int, hi: int) -> ir.Expr:
@@ -291,7 +291,7 @@ def _avg_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te
     x, = args
     nd, out_sp = x.ndim - 2, out.shape[2:]
     total = nn.pool_stages("avg_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
-                           0, te.sum, f"{name}_sum", pad_after=_pool_after(x, a, out_sp),
+                           0, te.sum, f"{name}_sum", pad_after=pool_after(x, a, out_sp),
                            pad_name=f"{name}_pad")
     return elementwise(total.shape, lambda i: total[i] / _avg_divisor(i, x, a, out_sp), name)
 
@@ -315,7 +315,7 @@ def _window_counts(a: Attrs, sizes: Sequence[int], out_sp: Sequence[int]) -> np.
     return counts
 
 
-def _pool_reference(args: list[np.ndarray], a: Attrs, out: TensorType,
+def pool_reference(args: list[np.ndarray], a: Attrs, out: TensorType,
                     is_max: bool) -> np.ndarray:
     out_sp = out.shape[2:]
     x = args[0] if is_max else f64(args[0])
@@ -339,7 +339,7 @@ def _sum_pool_torch(t, x, kernel, strides, ceil_mode):
     return pool(x, kernel, strides, 0, ceil_mode, True, divisor_override=1)
 
 
-def _pool_torch(t, x, *, kernel, strides, pads, ceil_mode, count_include_pad=None):
+def pool_torch(t, x, *, kernel, strides, pads, ceil_mode, count_include_pad=None):
     F, nd = t.nn.functional, x.dim() - 2
     before, after = pads[:nd], pads[nd:]
     kind = "max" if count_include_pad is None else "avg"
@@ -358,9 +358,9 @@ def _pool_torch(t, x, *, kernel, strides, pads, ceil_mode, count_include_pad=Non
 
 
 _POOL_ATTRS = dict(kernel=REQUIRED, strides=None, pads=None, ceil_mode=False)
-define("max_pool", "reduce", _pool_infer, _max_pool_lower,
-       lambda args, a, out: _pool_reference(args, a, out, is_max=True), attrs=_POOL_ATTRS,
-       layout="channelwise", torch=_pool_torch, examples=[
+define("max_pool", "reduce", pool_infer, _max_pool_lower,
+       lambda args, a, out: pool_reference(args, a, out, is_max=True), attrs=_POOL_ATTRS,
+       layout="channelwise", blocked=("max_pool_blocked", {}), torch=pool_torch, examples=[
            # padding, strides, ceil_mode (incl. a dropped last window), 1-3 spatial axes
            Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
            Example(((1, 3, 11, 13),), dict(kernel=(3, 2), strides=(2, 2), pads=(1, 1, 1, 1),
@@ -369,10 +369,10 @@ define("max_pool", "reduce", _pool_infer, _max_pool_lower,
            Example(((1, 3, 13),), dict(kernel=(3,), strides=(2,), ceil_mode=True)),
            Example(((1, 2, 5, 7, 6),), dict(kernel=(2, 3, 2), strides=(1, 2, 2),
                                             pads=(0, 1, 1) * 2))])
-define("avg_pool", "reduce", _pool_infer, _avg_pool_lower,
-       lambda args, a, out: _pool_reference(args, a, out, is_max=False),
+define("avg_pool", "reduce", pool_infer, _avg_pool_lower,
+       lambda args, a, out: pool_reference(args, a, out, is_max=False),
        attrs={**_POOL_ATTRS, "count_include_pad": False}, layout="channelwise",
-       torch=_pool_torch, examples=[
+       torch=pool_torch, examples=[
            Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
            Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
                                          count_include_pad=True)),

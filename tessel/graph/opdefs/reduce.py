@@ -75,6 +75,7 @@ def _global_pool_reference(args: list[np.ndarray], a: Attrs, out: TensorType) ->
 define("global_avg_pool", "reduce", _global_pool_infer,
        lambda args, a, name, out: _mean(args[0], range(2, args[0].ndim), True, name),
        _global_pool_reference, layout="channelwise",
+       blocked=("reduce_mean", dict(axes=(2, 3), keepdims=True)),  # 2-d: NCHW[b]c's H and W
        torch=lambda t, x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True),
        examples=[Example(((2, 3, 7, 9),)), Example(((2, 3, 7),)), Example(((1, 3, 5, 7, 3),))])
 

@@ -1,4 +1,4 @@
-"""Operators that move elements without computing: reshape (a view: the executor aliases
+"""Operators that move elements without computing: reshape (a view: the runtime aliases
 it), transpose and concat (index remapping). They keep their input's dtype."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _unravel(flat: ir.Expr, shape: tuple[int, ...]) -> Index:
 
 
 def _reshape_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
-    """out[i] = x at the same row-major position (a copy stage; executors alias reshapes)."""
+    """out[i] = x at the same row-major position (a copy stage; the runtime aliases reshapes)."""
     x, = args
     shape = a["shape"]
     if shape == x.shape:

@@ -36,7 +36,7 @@ import numpy as np
 from tessel import te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import REQUIRED, Arg, Attrs, Example, define, f64
-from tessel.graph.opdefs.blocked import (_torch_block, _torch_unblock, block_array,
+from tessel.graph.opdefs.blocked import (torch_block, torch_unblock, block_array,
                                          unblock_array, with_channel_bias)
 from tessel.ops.common import named, pad_tensor
 from tessel.space.rules.cases import CASES
@@ -163,7 +163,7 @@ def _input_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.nd
 
 
 def _input_torch(t, x, *, tile):
-    x = _torch_unblock(t, x)
+    x = torch_unblock(t, x)
     n, c, h, w = x.shape
     m, alpha = tile, tile + 2
     bb = t.as_tensor(input_coefficients(m), dtype=x.dtype)
@@ -257,7 +257,7 @@ def _output_torch(t, mm, bias=None, *, shape, block):
     y = _untile(t.einsum("os,spk->pko", aa, mm), shape, m)
     if bias is not None:
         y = y + bias[None, :, None, None]
-    return _torch_block(t, y, block)
+    return torch_block(t, y, block)
 
 
 define("winograd_output", "anchor", _output_infer, _output_lower, _output_reference,

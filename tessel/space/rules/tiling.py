@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tessel import ir
-from tessel.arith.linear import linear_form
+from tessel.arith.linear import steps_by_one
 from tessel.ir import REDUCE, Block, BufferLoad
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import check
@@ -190,14 +190,8 @@ def packable_read(block: Block, var: ir.Var | None = None,
 def strided_read(block: Block, var: ir.Var) -> bool:
     """Whether some read of `block` indexes a dimension by `var` with a step other than one
     (x * 2 + rx of a stride-2 convolution's input) or not affinely."""
-    for load in ir.collect(block.body, BufferLoad):
-        for index in load.indices:
-            if not ir.uses_var(index, var):
-                continue
-            form = linear_form(index)
-            if form is None or form.get(var, 0) != 1:
-                return True
-    return False
+    return any(not steps_by_one(index, var)
+               for load in ir.collect(block.body, BufferLoad) for index in load.indices)
 
 
 def cache_write_at(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:

@@ -1,7 +1,7 @@
 """The model zoo: small PyTorch models written out in code, with seeded random weights.
 
     module, args = MODELS["resnet18"](image=64)
-    graph = torch_graph("resnet18", image=64)       # through tessel.graph.torch_import
+    graph = torch_graph("resnet18", image=64)       # through tessel.graph.frontend.torch_import
     proto = onnx_model("bert_layer", seq=32)        # an onnx.ModelProto of the same module
 
 No downloads and no torchvision: each architecture is a few `torch.nn` modules below. Every
@@ -302,7 +302,7 @@ def build(name: str, **kwargs: Any) -> tuple[Any, tuple[Any, ...]]:
 
 def torch_graph(name: str, **kwargs: Any) -> Graph:
     """The zoo model `name` imported through `torch.export` into tessel's graph IR."""
-    from tessel.graph.torch_import import from_torch
+    from tessel.graph.frontend.torch_import import from_torch
     module, args = build(name, **kwargs)
     return from_torch(module, args, name=name)
 

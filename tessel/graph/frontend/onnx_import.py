@@ -6,19 +6,19 @@ Graph inputs are the ONNX inputs that are not initializers, with the model's sta
 (`input_shapes` fills dynamic dimensions); initializers become constants. Each ONNX node goes
 through one converter of `CONVERTERS` into canonical operators of `tessel.graph.ops`, except a
 node whose inputs are all constants and whose operator has a numpy implementation in
-`tessel.graph.onnx_fold.FOLD`: that one is evaluated at import, which removes the shape
+`tessel.graph.frontend.onnx_fold.FOLD`: that one is evaluated at import, which removes the shape
 arithmetic that exporters emit. Anything else raises `GraphError` naming the ONNX operator and
 node; nothing is dropped silently. Graph values keep their ONNX names where a node produces
 them; the extra values a translation needs are named after the ONNX output they lead to.
 
 This module is the driver (inputs, constant folding, dispatch, outputs); the converters and
-`CONVERTERS` live in `tessel.graph.onnx_convert`.
+`CONVERTERS` live in `tessel.graph.frontend.onnx_convert`.
 """
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from numbers import Integral
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,10 +26,10 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
-from tessel.graph import onnx_file, onnx_fold
+from tessel.graph.frontend import onnx_file, onnx_fold
+from tessel.graph.frontend.onnx_convert import CONVERTERS, Const, Value
+from tessel.graph.frontend.onnx_fold import FOLD
 from tessel.graph.ir import Graph, GraphError, check, unique_name
-from tessel.graph.onnx_convert import CONVERTERS, Const, Value
-from tessel.graph.onnx_fold import FOLD
 
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
@@ -67,7 +67,7 @@ def check_input_shapes(input_shapes: Any) -> dict[str, tuple[int, ...]]:
 
 def load_file(path: str | os.PathLike) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The model in an .onnx file and its raw initializers as arrays, each weight in memory
-    once (tessel.graph.onnx_file); GraphError when the file is missing, empty, not ONNX or
+    once (tessel.graph.frontend.onnx_file); GraphError when the file is missing, empty, not ONNX or
     holds no graph."""
     path = Path(path)
     check(path.is_file(), f"no such ONNX file: {path}")

@@ -1,16 +1,15 @@
 """The torch importer's converters for dense layers, elementwise operators and layout.
 
 `ATEN` maps ATen operator names (`aten.add.Tensor`) to converters that build canonical
-operators through a `tessel.graph.torch_context.Context`; `tessel.graph.torch_import` merges it
-with `tessel.graph.torch_convert_nn.ATEN`.
+operators through a `tessel.graph.frontend.torch_context.Context`;
+`tessel.graph.frontend.torch_import` merges it with `tessel.graph.frontend.torch_convert_nn.ATEN`.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from tessel.graph.torch_context import Const, Context, Converter, Missing, each
-
+from tessel.graph.frontend.torch_context import Const, Context, Converter, Missing, each
 
 # ---- dense ----
 

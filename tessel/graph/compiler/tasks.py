@@ -12,34 +12,22 @@ structural hash, so they become one task whose weight is their count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from tessel import te
-from tessel.graph.fuse import FusedGroup
+from tessel.graph.fuse import FusedGroup, fuse
 from tessel.graph.ir import Graph, Node
+from tessel.graph.layout import DEFAULT_LAYOUT, apply_layout
+from tessel.graph.lowering import lower
 from tessel.graph.ops import OPS, broadcast_shape
-from tessel.ir import CONSTANT_PARAMS, MEASURE, PARTITION, PrimFunc, structural_hash
+from tessel.graph.runtime import GroupKernel
+from tessel.ir import CONSTANT_PARAMS, MEASURE, PARTITION, PrimFunc
 from tessel.target import Target
 from tessel.tuning.task import Task
 
 
-@dataclass(frozen=True)
-class GroupKernel:
-    """One kernel of the model: the group, its PrimFunc, and the graph values bound to the
-    PrimFunc's parameters (inputs in order, then the output)."""
-    group: FusedGroup
-    func: PrimFunc
-    params: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        return structural_hash(self.func)
-
-
 def lower_group(graph: Graph, group: FusedGroup, cores: int = 1) -> GroupKernel:
-    from tessel.graph.lowering import lower
     env: dict[str, te.Tensor] = {}
     placeholders: list[te.Tensor] = []
     params: list[str] = []
@@ -58,7 +46,7 @@ def lower_group(graph: Graph, group: FusedGroup, cores: int = 1) -> GroupKernel:
                 args.append(env[v])
         env[node.output] = lower(node, args, name=node.op)
     func = te.create_func([*placeholders, env[group.output]], name=group.name)
-    # measured as the executor runs it: its weights packed once (prepacked), and each call
+    # measured as the runtime runs it: its weights packed once (prepacked), and each call
     # from the caches the model's other kernels leave (MEASURE)
     attrs = {**func.attrs, MEASURE: "in_model"}
     constant = tuple(k for k, v in enumerate(params) if v in graph.constants)
@@ -89,11 +77,11 @@ def rows_partition(func: PrimFunc, constant: tuple[int, ...], cores: int) -> boo
 
 
 def _embeddable(graph: Graph, node: Node, value: str) -> bool:
-    """A one-element constant of an elementwise node whose output shape the other inputs
-    already give: it becomes an immediate of the expression."""
+    """A one-element constant of a node that takes floats (binary elementwise) whose output
+    shape the other inputs already give: it becomes an immediate of the expression."""
     if value not in graph.constants or graph.constants[value].size != 1:
         return False
-    if OPS[node.op].kind != "elemwise" or node.op == "batch_norm":
+    if not OPS[node.op].scalars:
         return False
     others = [graph.types[v].shape for v in node.inputs if v != value]
     out = graph.types[node.output].shape
@@ -102,9 +90,9 @@ def _embeddable(graph: Graph, node: Node, value: str) -> bool:
 
 def _param_name(node: Node, index: int, count: int) -> str:
     """Parameter names help readers and the measurement's random inputs (a batch norm's
-    variance must be positive); structural hashing ignores them."""
-    if node.op == "batch_norm":
-        return ("data", "gamma", "beta", "mean", "var")[index]
+    variance must be positive: OpDef.param_names); structural hashing ignores them."""
+    if index < len(OPS[node.op].param_names):
+        return OPS[node.op].param_names[index]
     if OPS[node.op].kind == "anchor" and index > 0:
         return ("weight", "bias")[index - 1]
     return f"p{count}"
@@ -133,10 +121,24 @@ def _task_name(kernel: GroupKernel, index: int) -> str:
     return f"{index:02d}-{kernel.func.name}-{shape}"
 
 
+def model_tasks(graph: Graph, target: Target, layout: str = DEFAULT_LAYOUT
+                ) -> tuple[list[GroupKernel], list[Task]]:
+    """The kernels of a simplified graph in `layout` (tessel.graph.layout) and its tuning
+    tasks (one per distinct kernel)."""
+    graph = apply_layout(graph, layout, target.vector_lanes("float32"))
+    return graph_tasks(graph, target)
+
+
+def graph_tasks(graph: Graph, target: Target) -> tuple[list[GroupKernel], list[Task]]:
+    """The kernels of a graph already in its layout, and its tuning tasks."""
+    kernels = lower_groups(graph, fuse(graph), target.cores)
+    return kernels, extract_tasks(kernels, target)
+
+
 def param_arrays(graph: Graph, kernel: GroupKernel) -> list[np.ndarray | None]:
     """The constant arrays bound to the kernel's parameters (None for activations)."""
     return [graph.constants.get(v) for v in kernel.params]
 
 
-__all__ = ["GroupKernel", "lower_group", "lower_groups", "rows_partition", "extract_tasks",
-           "param_arrays"]
+__all__ = ["GroupKernel", "extract_tasks", "graph_tasks", "lower_group", "lower_groups",
+           "model_tasks", "param_arrays", "rows_partition"]

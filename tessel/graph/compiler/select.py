@@ -31,9 +31,11 @@ import numpy as np
 
 from tessel.database import Database
 from tessel.database.record import IN_SEQUENCE
-from tessel.graph.executor import _compile, load_model
-from tessel.graph.ir import check
+from tessel.graph.compiler.compile import compile_graph
+from tessel.graph.compiler.load import load_model
+from tessel.graph.ir import Graph, check
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
+from tessel.graph.runtime import CompiledModel
 from tessel.target import Target
 
 MARGIN = 0.03  # a rank other than the tuner's best must be this much faster in sequence
@@ -67,11 +69,7 @@ def select_in_sequence(model: Any, target: Target | None = None,
     """Time the `candidates` best records of each task of `model` in the model's sequence
     and store the choice in `database` (see the module doc). Tasks without records keep
     their fallback and are not listed."""
-    check(isinstance(candidates, int) and not isinstance(candidates, bool) and
-          1 <= candidates <= MAX_CANDIDATES, f"candidates must be an int >= 1 and <= "
-                                             f"{MAX_CANDIDATES}, got {candidates!r}")
-    check(isinstance(rounds, int) and rounds >= 1, f"rounds must be an int >= 1, got {rounds!r}")
-    check(0 <= margin < 1, f"margin must be in [0, 1), got {margin!r}")
+    _check_options(candidates, rounds, margin)  # (before the model is loaded)
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     target = target if target is not None else Target("host")
     check(database is not None, "select_in_sequence needs a database of tuning records")
@@ -79,12 +77,21 @@ def select_in_sequence(model: Any, target: Target | None = None,
     check(db is not None, f"database {database} does not exist")
     graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
                          target.vector_lanes("float32"))
+    return select_graph(graph, target, db, candidates=candidates, rounds=rounds,
+                        margin=margin, layout=layout, seed=seed)
+
+
+def select_graph(graph: Graph, target: Target, db: Database, *, candidates: int = 8,
+                 rounds: int = 30, margin: float = MARGIN, layout: str = DEFAULT_LAYOUT,
+                 seed: int = 0) -> Selection:
+    """select_in_sequence on a simplified graph already in `layout`."""
+    _check_options(candidates, rounds, margin)
     variants = [_variant(graph, target, db, layout, 0)]
     useful = max((len(db.top_k(s.task.workload, target, k=candidates))
                   for s in variants[0].statuses if s.tuned), default=1)
     variants += [_variant(graph, target, db, layout, rank) for rank in range(1, useful)]
     times = _time_in_sequence(variants, rounds, seed)  # (variant, kernel) medians
-    kernels = variants[0]._kernels  # (rank 0 is the fastest record, not an earlier choice)
+    kernels = variants[0].kernels  # (rank 0 is the fastest record, not an earlier choice)
     per_task: dict[str, np.ndarray] = {}
     for k, kernel in enumerate(kernels):
         per_task[kernel.key] = per_task.get(kernel.key, 0.0) + times[:, k]
@@ -109,32 +116,33 @@ def select_in_sequence(model: Any, target: Target | None = None,
     return Selection(ranks, seconds, before, before - gain)
 
 
-def _variant(graph: Any, target: Target, db: Database, layout: str, rank: int) -> Any:
+def _check_options(candidates: Any, rounds: Any, margin: Any) -> None:
+    check(isinstance(candidates, int) and not isinstance(candidates, bool) and
+          1 <= candidates <= MAX_CANDIDATES, f"candidates must be an int >= 1 and <= "
+                                             f"{MAX_CANDIDATES}, got {candidates!r}")
+    check(isinstance(rounds, int) and rounds >= 1, f"rounds must be an int >= 1, got {rounds!r}")
+    check(0 <= margin < 1, f"margin must be in [0, 1), got {margin!r}")
+
+
+def _variant(graph: Graph, target: Target, db: Database, layout: str,
+             rank: int) -> CompiledModel:
     """The model compiled with each task's rank-th fastest record."""
     own = copy.copy(graph)  # each variant lets go of the weights it packs: its own dict
     own.constants = dict(graph.constants)
-    return _compile(own, target, db, "prior", True, layout, rank)
+    return compile_graph(own, target, db, layout=layout, rank=rank)
 
 
-def _time_in_sequence(models: list, rounds: int, seed: int) -> np.ndarray:
+def _time_in_sequence(models: list[CompiledModel], rounds: int, seed: int) -> np.ndarray:
     """Median seconds of each kernel of each model, every model run in turn `rounds` times
     on the same random inputs, each kernel timed as it runs in its model's sequence."""
-    rng = np.random.default_rng(seed)
-    first = models[0]
-    feeds = [rng.standard_normal(first.graph.types[v].shape).astype(first.graph.types[v].dtype)
-             for v in first.input_names]
+    feeds = models[0].random_inputs(seed)
     for m in models:
         m(*feeds)  # warm up, and bind the inputs
-    samples = np.zeros((len(models), len(first._calls), rounds))
-    clock = time.perf_counter
+    samples = np.zeros((len(models), len(models[0].calls), rounds))
     for r in range(rounds):
         for j, m in enumerate(models):
-            row = samples[j, :, r]
-            for k, call in enumerate(m._calls):
-                start = clock()
-                call()
-                row[k] = clock() - start
+            m.time_kernels(samples[j, :, r])
     return np.median(samples, axis=2)
 
 
-__all__ = ["Selection", "select_in_sequence", "MARGIN", "MAX_CANDIDATES"]
+__all__ = ["MARGIN", "MAX_CANDIDATES", "Selection", "select_graph", "select_in_sequence"]

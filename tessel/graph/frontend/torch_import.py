@@ -23,9 +23,9 @@ In-place operators (relu_, add_) rebind the value they mutate, so later readers 
 result; a mutation through a view of another tensor is not followed.
 
 This module is the driver (the walk over the exported program, constant folding, shape checks);
-`ATEN` merges the converter tables of `tessel.graph.torch_convert_nn` (convolutions, norms,
-attention, pooling, reductions) and `tessel.graph.torch_convert_math` (dense, elementwise,
-layout), which build the graph through `tessel.graph.torch_context.Context`.
+`ATEN` merges the converter tables of `tessel.graph.frontend.torch_convert_nn` (convolutions, norms,
+attention, pooling, reductions) and `tessel.graph.frontend.torch_convert_math` (dense, elementwise,
+layout), which build the graph through `tessel.graph.frontend.torch_context.Context`.
 """
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tessel.graph import torch_convert_math, torch_convert_nn
+from tessel.graph.frontend import torch_convert_math, torch_convert_nn
+from tessel.graph.frontend.torch_context import Const, Context, Converter, Missing
 from tessel.graph.ir import Graph, GraphError, check
-from tessel.graph.torch_context import Const, Context, Converter, Missing
 
 
 class UnsupportedOpError(GraphError):
@@ -120,7 +120,7 @@ class Importer(Context):
 
     def run(self) -> Graph:
         for node in self.fx_graph.nodes:
-            self.node, self.label, self.target = node, node.name, _target_name(node.target)
+            self.node, self.label, self.target = node, node.name, target_name(node.target)
             if node.op == "placeholder":
                 self.bind(node)
             elif node.op == "call_function":
@@ -217,7 +217,7 @@ class Importer(Context):
 
 # ---- FX plumbing ----
 
-def _target_name(target: Any) -> str:
+def target_name(target: Any) -> str:
     """'aten.add.Tensor' for an ATen overload, the function's name for anything else."""
     if hasattr(target, "_schema") or not callable(target):
         return str(target)

@@ -1,4 +1,4 @@
-"""The context that `tessel.graph.torch_import`'s converters build the graph through.
+"""The context that `tessel.graph.frontend.torch_import`'s converters build the graph through.
 
 A converter of `torch_import.ATEN` is `fn(context, args) -> result`: `args` are the ATen
 operator's arguments by schema name (defaults filled in), where a tensor is a graph value (its

@@ -1,7 +1,7 @@
 """Numpy implementations of ONNX operators, for the ONNX importer's constant folding.
 
 Exporters compute shapes in the graph (`Shape -> Gather -> Unsqueeze -> Concat -> Reshape`);
-with static shapes every such chain has constant inputs, so `tessel.graph.onnx_import`
+with static shapes every such chain has constant inputs, so `tessel.graph.frontend.onnx_import`
 evaluates it here and the canonical graph sees only its result. `FOLD` maps an ONNX op type
 to `fn(inputs, attrs) -> array` (inputs are numpy arrays, None for an absent optional input;
 attrs are decoded attribute values). The shape helpers (reshape targets, squeeze axes) are

@@ -3,7 +3,7 @@
 A converter is `fn(importer, inputs, attrs) -> value`: `inputs` are the node's inputs (a graph
 value's name, a `Const` known at import, or None for an absent optional input), `attrs` its
 decoded attributes; it adds canonical operators of `tessel.graph.ops` through the
-`tessel.graph.onnx_import.Importer` it is given and returns the value of the node's first
+`tessel.graph.frontend.onnx_import.Importer` it is given and returns the value of the node's first
 output.
 """
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
 import numpy as np
 import onnx
 
-from tessel.graph import onnx_fold
+from tessel.graph.frontend import onnx_fold
+from tessel.graph.frontend.onnx_fold import axes_of, reshape_target
 from tessel.graph.ir import check
-from tessel.graph.onnx_fold import axes_of, reshape_target
 from tessel.graph.ops import broadcast_shape
 
 if TYPE_CHECKING:
-    from tessel.graph.onnx_import import Importer
+    from tessel.graph.frontend.onnx_import import Importer
 
 
 @dataclass(frozen=True, eq=False)

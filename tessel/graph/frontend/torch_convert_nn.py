@@ -1,8 +1,8 @@
 """The torch importer's converters for convolutions, norms, attention, pooling and reductions.
 
 `ATEN` maps ATen operator names (`aten.conv2d.default`) to converters that build canonical
-operators through a `tessel.graph.torch_context.Context`; `tessel.graph.torch_import` merges it
-with `tessel.graph.torch_convert_math.ATEN`.
+operators through a `tessel.graph.frontend.torch_context.Context`;
+`tessel.graph.frontend.torch_import` merges it with `tessel.graph.frontend.torch_convert_math.ATEN`.
 """
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tessel.graph.torch_context import Context, Converter, Missing, each, ntuple
-
+from tessel.graph.frontend.torch_context import Context, Converter, Missing, each, ntuple
 
 # ---- convolution ----
 

@@ -1,0 +1,50 @@
+"""Tune a whole model: its tasks through the task scheduler (tessel.tuning.tune_tasks), then
+each task's program chosen in the model's sequence (tessel.graph.compiler.select)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from tessel.database import Database
+from tessel.graph.compiler.load import load_model
+from tessel.graph.compiler.select import MAX_CANDIDATES, select_graph
+from tessel.graph.compiler.tasks import graph_tasks
+from tessel.graph.ir import check
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
+from tessel.target import Target, as_target
+from tessel.tuning import TuneResult, check_tune_tasks_args, tune_tasks
+
+log = logging.getLogger("tessel")
+
+
+def tune_model(model: Any, target: Target | str | None = None, trials: int = 256, *,
+               database: str | Path | Database | None = "tessel.db",
+               input_shapes: dict | None = None, example_inputs: tuple | None = None,
+               layout: str = DEFAULT_LAYOUT, select: int = 8,
+               **options: Any) -> list[TuneResult]:
+    """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
+    a torch module with `example_inputs`) within `trials` measurements in all, shared by the
+    task scheduler; `options` go to `tune_tasks`. Then, with `select` > 0 and a database,
+    each task's `select` best records are timed in the model's sequence and the fastest
+    there is stored as its choice (tessel.graph.compiler.select; not after an interrupted
+    run). `tessel.compile_model` then runs the model with what the database holds (tune and
+    compile in the same `layout`)."""
+    check(isinstance(select, int) and not isinstance(select, bool)
+          and 0 <= select <= MAX_CANDIDATES,
+          f"select must be an int >= 0 and <= {MAX_CANDIDATES}, got {select!r}")
+    check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
+    target = as_target(target)
+    check_tune_tasks_args(target, trials, database=database, **options)  # before any work
+    graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
+                         target.vector_lanes("float32"))
+    _, tasks = graph_tasks(graph, target)
+    results = tune_tasks(tasks, trials, database=database, **options)
+    if select and database is not None and not any(r.interrupted for r in results):
+        db = Database.open(database, create=False)
+        chosen = select_graph(graph, target, db, candidates=select, layout=layout)
+        log.info("%s: %s", graph.name, chosen.line())
+    return results
+
+
+__all__ = ["tune_model"]

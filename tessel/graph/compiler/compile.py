@@ -80,12 +80,14 @@ def compile_model(model: Any, target: Target | str | None = None,
 
 def compile_graph(graph: Graph, target: Target, db: Database | None, *,
                   fallback: str = "prior", prepack: bool = True, layout: str = "plain",
-                  rank: int | None = None) -> CompiledModel:
+                  rank: int | None = None,
+                  fallbacks: dict[str, tuple[PrimFunc, str]] | None = None) -> CompiledModel:
     """The compiled model of a simplified `graph` already in its `layout` (the graph is the
     model's own from here: its constants are aligned in place and let go once packed). Each
     task runs the database's best program (best_func: its in-sequence choice, else its
     fastest record), or with a `rank` its rank-th fastest record (the slowest it has if
-    fewer: tessel.graph.compiler.select's candidates)."""
+    fewer: tessel.graph.compiler.select's candidates). `fallbacks` keeps the fallback
+    program of each task without a record by task key, for compiles of the same model."""
     groups = fuse(graph)
     kernels = lower_groups(graph, groups, target.cores)
     tasks = extract_tasks(kernels, target)
@@ -107,7 +109,10 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
                                      for w in protocols(task.workload)) if f is not None), None)
         how = "tuned"
         if func is None:
-            func, how = fallback_program(task.workload, space, posts)
+            memo = {} if fallbacks is None else fallbacks
+            if task.key not in memo:
+                memo[task.key] = fallback_program(task.workload, space, posts)
+            func, how = memo[task.key]
         statuses.append(TaskStatus(task, how, record))
         main, packs = split_prepacks(func, constant, drop_unread=True)
         built[task.key] = BuiltKernel(build(main, target),

@@ -86,10 +86,12 @@ def select_graph(graph: Graph, target: Target, db: Database, *, candidates: int 
                  seed: int = 0) -> Selection:
     """select_in_sequence on a simplified graph already in `layout`."""
     _check_options(candidates, rounds, margin)
-    variants = [_variant(graph, target, db, layout, 0)]
+    fallbacks: dict = {}  # the untuned tasks' programs, the same in every variant
+    variants = [_variant(graph, target, db, layout, 0, fallbacks)]
     useful = max((len(db.top_k(s.task.workload, target, k=candidates))
                   for s in variants[0].statuses if s.tuned), default=1)
-    variants += [_variant(graph, target, db, layout, rank) for rank in range(1, useful)]
+    variants += [_variant(graph, target, db, layout, rank, fallbacks)
+                 for rank in range(1, useful)]
     times = _time_in_sequence(variants, rounds, seed)  # (variant, kernel) medians
     kernels = variants[0].kernels  # (rank 0 is the fastest record, not an earlier choice)
     per_task: dict[str, np.ndarray] = {}
@@ -124,12 +126,12 @@ def _check_options(candidates: Any, rounds: Any, margin: Any) -> None:
     check(0 <= margin < 1, f"margin must be in [0, 1), got {margin!r}")
 
 
-def _variant(graph: Graph, target: Target, db: Database, layout: str,
-             rank: int) -> CompiledModel:
+def _variant(graph: Graph, target: Target, db: Database, layout: str, rank: int,
+             fallbacks: dict) -> CompiledModel:
     """The model compiled with each task's rank-th fastest record."""
     own = copy.copy(graph)  # each variant lets go of the weights it packs: its own dict
     own.constants = dict(graph.constants)
-    return compile_graph(own, target, db, layout=layout, rank=rank)
+    return compile_graph(own, target, db, layout=layout, rank=rank, fallbacks=fallbacks)
 
 
 def _time_in_sequence(models: list[CompiledModel], rounds: int, seed: int) -> np.ndarray:

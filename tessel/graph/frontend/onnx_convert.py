@@ -9,29 +9,20 @@ output.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import onnx
 
 from tessel.graph.frontend import onnx_fold
+from tessel.graph.frontend.context import Const, Value
 from tessel.graph.frontend.onnx_fold import axes_of, reshape_target
-from tessel.graph.ir import check
 from tessel.graph.ops import broadcast_shape
 
 if TYPE_CHECKING:
     from tessel.graph.frontend.onnx_import import Importer
 
 
-@dataclass(frozen=True, eq=False)
-class Const:
-    """A value known at import: an initializer, a folded node, or an array derived from one."""
-    name: str
-    array: np.ndarray
-
-
-Value = Union[str, Const]  # str: a value of the graph being built
 Converter = Callable[["Importer", list, dict], Value]
 
 
@@ -62,8 +53,7 @@ def _pads(ctx: Importer, attrs: dict, spatial: Sequence[int], kernel: Sequence[i
     auto, nd = attrs.get("auto_pad", "NOTSET"), len(kernel)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         return _same_pads(spatial, kernel, strides, dilations, auto == "SAME_UPPER")
-    check(auto in ("NOTSET", "VALID"), f"node {ctx.label} ({ctx.op_type}): unknown auto_pad "
-                                       f"{auto!r}")
+    ctx.check(auto in ("NOTSET", "VALID"), f"unknown auto_pad {auto!r}")
     return tuple(attrs.get("pads", [0] * 2 * nd)) if auto == "NOTSET" else (0,) * 2 * nd
 
 
@@ -121,14 +111,14 @@ def _row_bias(ctx: Importer, c: Value | None, beta: float, n: int) -> Const | No
     if beta == 1.0 and c.array.shape == (n,) and c.array.dtype == np.float32:
         return c
     row = np.broadcast_to(c.array.reshape(-1), (n,)) * np.float32(beta)
-    return Const(ctx.fresh(f"{c.name}_bias"), row.astype(np.float32))
+    return ctx.derive(c, row.astype(np.float32), "bias")
 
 
 def _scaled(ctx: Importer, v: Value, factor: float) -> Value:
     if factor == 1.0:
         return v
     if isinstance(v, Const):
-        return Const(ctx.fresh(f"{v.name}_scaled"), (v.array * np.float32(factor)))
+        return ctx.derive(v, v.array * np.float32(factor), "scaled")
     return ctx.emit("mul", [v, ctx.scalar(factor)])
 
 
@@ -194,9 +184,8 @@ def _clip(ctx: Importer, ins: list, attrs: dict) -> Value:
 
 
 def _batch_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
-    check(not attrs.get("training_mode", 0) and attrs.get("spatial", 1) == 1,
-          f"node {ctx.label} (BatchNormalization): only the inference form (training_mode=0, "
-          f"spatial=1) is supported")
+    ctx.check(not attrs.get("training_mode", 0) and attrs.get("spatial", 1) == 1,
+              "only the inference form (training_mode=0, spatial=1) is supported")
     return ctx.out("batch_norm", ins[:5], epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
@@ -204,8 +193,8 @@ def _pool(op: str) -> Converter:
     def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
         kernel = tuple(int(k) for k in attrs["kernel_shape"])
         strides, dilations = _window(attrs, len(kernel))
-        check(all(d == 1 for d in dilations), f"node {ctx.label} ({ctx.op_type}): dilated "
-                                              f"pooling ({dilations}) is not supported")
+        ctx.check(all(d == 1 for d in dilations),
+                  f"dilated pooling ({dilations}) is not supported")
         pads = _pads(ctx, attrs, ctx.shape(ins[0])[2:], kernel, strides, dilations)
         extra = {"count_include_pad": bool(attrs.get("count_include_pad", 0))} \
             if op == "avg_pool" else {}
@@ -246,16 +235,12 @@ def _reshape(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.reshape(ins[0], target, final=True)
 
 
-def _squeeze(ctx: Importer, ins: list, attrs: dict) -> Value:
-    axes = axes_of(attrs, [None, ctx.const(ins, 1, "axes")], 1)
-    shape = onnx_fold.squeeze_shape(ctx.shape(ins[0]), axes, ctx.label)
-    return ctx.reshape(ins[0], shape, final=True)
-
-
-def _unsqueeze(ctx: Importer, ins: list, attrs: dict) -> Value:
-    axes = axes_of(attrs, [None, ctx.const(ins, 1, "axes")], 1)
-    shape = onnx_fold.unsqueeze_shape(ctx.shape(ins[0]), axes, ctx.label)
-    return ctx.reshape(ins[0], shape, final=True)
+def _reshape_axes(shape_of: Callable[..., tuple[int, ...]]) -> Converter:
+    """Squeeze and Unsqueeze: a reshape to `shape_of(shape, axes, label)`."""
+    def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
+        axes = axes_of(attrs, [None, ctx.const(ins, 1, "axes")], 1)
+        return ctx.reshape(ins[0], shape_of(ctx.shape(ins[0]), axes, ctx.label), final=True)
+    return convert
 
 
 def _transpose(ctx: Importer, ins: list, attrs: dict) -> Value:
@@ -282,16 +267,14 @@ def _layer_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
 
 def _dropout(ctx: Importer, ins: list, attrs: dict) -> Value:
     training = ctx.const(ins, 2, "training_mode")
-    check(training is None or not training.any(), f"node {ctx.label} (Dropout): training "
-                                                   f"mode is not supported")
+    ctx.check(training is None or not training.any(), "training mode is not supported")
     return ins[0]
 
 
 def _cast(ctx: Importer, ins: list, attrs: dict) -> Value:
-    check(attrs["to"] == onnx.TensorProto.FLOAT,
-          f"node {ctx.label} (Cast): casting a computed tensor to "
-          f"{onnx.TensorProto.DataType.Name(attrs['to'])} is not supported (tessel computes "
-          f"in float32)")
+    ctx.check(attrs["to"] == onnx.TensorProto.FLOAT, f"casting a computed tensor to "
+              f"{onnx.TensorProto.DataType.Name(attrs['to'])} is not supported (tessel "
+              f"computes in float32)")
     return ins[0]
 
 
@@ -310,7 +293,7 @@ def _expand(ctx: Importer, ins: list, attrs: dict) -> Value:
         return ins[0]
     padded = (1,) * (len(target) - len(shape)) + shape
     zeros = np.zeros([t if n == 1 else 1 for t, n in zip(target, padded)], np.float32)
-    return ctx.out("add", [ins[0], Const(ctx.fresh(f"{ctx.out_name}_zeros"), zeros)])
+    return ctx.out("add", [ins[0], ctx.new_const(zeros, "zeros")])
 
 
 # ONNX operators that are one canonical unary operator with default attributes
@@ -329,7 +312,8 @@ CONVERTERS: dict[str, Converter] = {
     "AveragePool": _pool("avg_pool"), "GlobalMaxPool": _global_max_pool,
     "GlobalAveragePool": lambda ctx, ins, attrs: ctx.out("global_avg_pool", ins[:1]),
     "ReduceMean": _reduce_mean, "Flatten": _flatten, "Reshape": _reshape,
-    "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Transpose": _transpose,
+    "Squeeze": _reshape_axes(onnx_fold.squeeze_shape),
+    "Unsqueeze": _reshape_axes(onnx_fold.unsqueeze_shape), "Transpose": _transpose,
     "Concat": lambda ctx, ins, attrs: ctx.out("concat", ins, axis=int(attrs["axis"])),
     "Softmax": _softmax, "LayerNormalization": _layer_norm,
     "Identity": lambda ctx, ins, attrs: ins[0], "Dropout": _dropout, "Cast": _cast,

@@ -27,9 +27,10 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
 from tessel.graph.frontend import onnx_file, onnx_fold
-from tessel.graph.frontend.onnx_convert import CONVERTERS, Const, Value
+from tessel.graph.frontend.context import Const, GraphBuilder, Value
+from tessel.graph.frontend.onnx_convert import CONVERTERS
 from tessel.graph.frontend.onnx_fold import FOLD
-from tessel.graph.ir import Graph, GraphError, check, unique_name
+from tessel.graph.ir import Graph, GraphError, check
 
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
@@ -83,13 +84,15 @@ def load_file(path: str | os.PathLike) -> tuple[onnx.ModelProto, dict[str, np.nd
     return proto, weights
 
 
-class Importer:
-    """The state of one import: the graph so far and what each ONNX value name became."""
+class Importer(GraphBuilder):
+    """The state of one import: the graph so far and what each ONNX value name became. A
+    constant derived from another is named after it (`W_T`); nodes read constants as float32."""
+
+    const_dtype = "float32"
 
     def __init__(self, proto: onnx.ModelProto, name: str | None,
                  weights: dict[str, np.ndarray]) -> None:
         g = proto.graph
-        self.graph = Graph(name or g.name or "model")
         self.proto = proto
         self.opset = _opset(proto)
         self.env: dict[str, Value] = {
@@ -99,10 +102,9 @@ class Importer:
         for node in g.node:
             for v in node.input:
                 self.uses[v] = self.uses.get(v, 0) + 1
-        self.reserved = {v.name for v in g.input} | set(self.env) | set(self.uses) | {
-            out for node in g.node for out in node.output}
-        self.derived: dict[tuple[str, str], Const] = {}
-        self.label, self.op_type, self.out_name = "", "", ""
+        super().__init__(Graph(name or g.name or "model"), {v.name for v in g.input} | set(
+            self.env) | set(self.uses) | {out for node in g.node for out in node.output})
+        self.transposed: dict[tuple[str, tuple[int, ...]], Const] = {}
 
     # ---- inputs, nodes, outputs ----
 
@@ -119,8 +121,7 @@ class Importer:
             self.env[v.name] = self.graph.add_input(v.name, _input_shape(v, input_shapes))
 
     def convert(self, node: onnx.NodeProto) -> None:
-        self.label = node.name or node.output[0]
-        self.op_type, self.out_name = node.op_type, node.output[0]
+        self.enter(node.name or node.output[0], node.op_type, node.output[0])
         check(node.domain in ("", "ai.onnx"), f"node {self.label}: operator {node.domain}."
                                               f"{node.op_type} of a custom domain is not supported")
         ins = [self._lookup(v) if v else None for v in node.input]
@@ -140,86 +141,42 @@ class Importer:
                 del self.env[v]
 
     def set_outputs(self) -> None:
-        self.label, self.op_type = "graph outputs", "-"
+        self.enter("graph outputs", "-")
         outs = [self._lookup(o.name) for o in self.proto.graph.output]
         self.graph.set_outputs([self.value(v, keep_dtype=True) for v in outs])
 
     def _lookup(self, name: str) -> Value:
-        check(name in self.env, f"node {self.label} ({self.op_type}): input {name!r} is "
-                                f"not produced by an earlier node (is the model sorted?)")
+        self.check(name in self.env, f"input {name!r} is not produced by an earlier node (is "
+                                     f"the model sorted?)")
         return self.env[name]
 
     def _bind(self, node: onnx.NodeProto, value: Value) -> None:
         self.env[node.output[0]] = value
         for i, extra in enumerate(node.output[1:], 1):
-            check(not extra or not self.uses.get(extra),
-                  f"node {self.label} ({node.op_type}): output {i} ({extra!r}) is used, but "
-                  f"tessel translates only the first output of {node.op_type}")
+            self.check(not extra or not self.uses.get(extra), f"output {i} ({extra!r}) is used, "
+                       f"but tessel translates only the first output of {node.op_type}")
 
     # ---- helpers for converters ----
-
-    def shape(self, v: Value) -> tuple[int, ...]:
-        return tuple(v.array.shape) if isinstance(v, Const) else self.graph.types[v].shape
 
     def const(self, ins: list, index: int, what: str) -> np.ndarray | None:
         """Input `index` as an array (None when absent); it must be known at import."""
         v = ins[index] if index < len(ins) else None
-        check(v is None or isinstance(v, Const),
-              f"node {self.label} ({self.op_type}): {what} (input {index}) must be a constant "
-              f"known at import, got the computed value {v!r}")
+        self.check(v is None or isinstance(v, Const), f"{what} (input {index}) must be a "
+                   f"constant known at import, got the computed value {v!r}")
         return None if v is None else v.array
 
-    def value(self, v: Value, keep_dtype: bool = False) -> str:
-        """The graph value of `v`, adding a constant the first time one is used."""
-        if isinstance(v, str):
-            return v
-        if v.name not in self.graph.types:
-            array = v.array
-            check(array.dtype.kind in "biuf", f"constant {v.name}: dtype {array.dtype} has no "
-                                              f"tensor equivalent")
-            self.graph.add_constant(v.name, array if keep_dtype
-                                    else array.astype(np.float32, copy=False))
-        return v.name
-
-    def emit(self, op: str, ins: Sequence[Value], **attrs: Any) -> str:
-        """Add an intermediate node of a translation (named after the ONNX output)."""
-        out = self.fresh(f"{self.out_name}_{op}")
-        return self.graph.add_node(op, [self.value(v) for v in ins], name=self.label,
-                                   output=out, **attrs)
-
-    def out(self, op: str, ins: Sequence[Value], **attrs: Any) -> str:
-        """Add the node that computes the ONNX node's (first) output, under its name."""
-        return self.graph.add_node(op, [self.value(v) for v in ins], name=self.label,
-                                   output=self.out_name, **attrs)
-
-    def fresh(self, base: str) -> str:
-        name = unique_name(base, lambda n: n in self.reserved or n in self.graph.types)
-        self.reserved.add(name)
-        return name
-
-    def reshape(self, v: Value, shape: Sequence[int], final: bool = False) -> Value:
-        shape = tuple(int(d) for d in shape)
-        if isinstance(v, Const):
-            return Const(self.fresh(f"{v.name}_reshaped"), v.array.reshape(shape))
-        if self.shape(v) == shape:
-            return v
-        return (self.out if final else self.emit)("reshape", [v], shape=shape)
+    def derive(self, v: Const, array: np.ndarray, what: str) -> Const:
+        return Const(self.fresh(f"{v.name}_{what}"), np.array(array, order="C"))
 
     def transpose(self, v: Value, perm: Sequence[int], final: bool = False) -> Value:
-        """`v` transposed; a constant is transposed once, with numpy."""
+        """`v` transposed; a constant once per permutation (a weight that several MatMuls
+        share stays one constant)."""
         perm = tuple(int(p) for p in perm)
-        if perm == tuple(range(len(perm))):
-            return v
-        if not isinstance(v, Const):
-            return (self.out if final else self.emit)("transpose", [v], perm=perm)
-        key = (v.name, str(perm))
-        if key not in self.derived:
-            array = np.ascontiguousarray(np.transpose(v.array, perm))
-            self.derived[key] = Const(self.fresh(f"{v.name}_T"), array)
-        return self.derived[key]
-
-    def scalar(self, x: float) -> Const:
-        return Const(self.fresh(f"{self.out_name}_scalar"), np.asarray(x, np.float32))
+        if not isinstance(v, Const) or perm == tuple(range(len(perm))):
+            return super().transpose(v, perm, final)
+        if (v.name, perm) not in self.transposed:
+            self.transposed[v.name, perm] = self.derive(v, np.transpose(v.array, perm), "T")
+        return self.transposed[v.name, perm]
 
 
 # ---- model-level helpers ----

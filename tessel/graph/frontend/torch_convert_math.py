@@ -1,15 +1,13 @@
-"""The torch importer's converters for dense layers, elementwise operators and layout.
-
-`ATEN` maps ATen operator names (`aten.add.Tensor`) to converters that build canonical
-operators through a `tessel.graph.frontend.torch_context.Context`;
-`tessel.graph.frontend.torch_import` merges it with `tessel.graph.frontend.torch_convert_nn.ATEN`.
+"""The torch importer's converters for dense layers, elementwise operators and layout: `ATEN`
+maps ATen operator names (`aten.add.Tensor`) to them (see `torch_context`).
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from tessel.graph.frontend.torch_context import Const, Context, Converter, Missing, each
+from tessel.graph.frontend.context import Const
+from tessel.graph.frontend.torch_context import Context, Converter, Missing, each
 
 # ---- dense ----
 

@@ -1,8 +1,5 @@
-"""The torch importer's converters for convolutions, norms, attention, pooling and reductions.
-
-`ATEN` maps ATen operator names (`aten.conv2d.default`) to converters that build canonical
-operators through a `tessel.graph.frontend.torch_context.Context`;
-`tessel.graph.frontend.torch_import` merges it with `tessel.graph.frontend.torch_convert_math.ATEN`.
+"""The torch importer's converters for convolutions, norms, attention, pooling and reductions:
+`ATEN` maps ATen operator names (`aten.conv2d.default`) to them (see `torch_context`).
 """
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from tessel.graph.frontend.torch_context import Context, Converter, Missing, eac
 def _conv(c: Context, a: dict) -> Any:
     x, w = a["input"], a["weight"]
     nd = len(c.shape(w)) - 2
-    transposed = bool(a.get("transposed", "conv_transpose" in c.target))
+    transposed = bool(a.get("transposed", "conv_transpose" in c.op_type))
     pads = _conv_pads(c, a["padding"], c.shape(w)[2:], ntuple(a["dilation"], nd))
     attrs = dict(strides=ntuple(a["stride"], nd), pads=pads,
                  dilations=ntuple(a["dilation"], nd), groups=int(a["groups"]))
@@ -67,9 +64,7 @@ def _batch_norm(c: Context, a: dict) -> Any:
         bias = c.new_const(np.zeros(channels, np.float32), "bias")
     out = c.out("batch_norm", [x, scale, bias, a["running_mean"], a["running_var"]],
                 epsilon=float(a["eps"]))
-    if c.target.startswith("aten.batch_norm"):
-        return out
-    return (out, Missing("batch-norm mean output"), Missing("batch-norm inverse-std output"))
+    return _with_statistics(c, out, "batch")
 
 
 def _layer_norm(c: Context, a: dict) -> Any:
@@ -80,9 +75,14 @@ def _layer_norm(c: Context, a: dict) -> Any:
         scale = c.new_const(np.ones(normalized, np.float32), "ln_scale")
     out = c.out("layer_norm", [x, scale, *([] if bias is None else [bias])], axis=axis,
                 epsilon=float(a["eps"]))
-    if c.target.startswith("aten.layer_norm"):
+    return _with_statistics(c, out, "layer")
+
+
+def _with_statistics(c: Context, out: str, norm: str) -> Any:
+    """`out`; for the native_* forms also their mean and inverse-std outputs, not computed."""
+    if c.op_type.startswith(f"aten.{norm}_norm"):
         return out
-    return (out, Missing("layer-norm mean output"), Missing("layer-norm inverse-std output"))
+    return (out, Missing(f"{norm}-norm mean output"), Missing(f"{norm}-norm inverse-std output"))
 
 
 def _softmax(log: bool) -> Converter:
@@ -133,18 +133,18 @@ def _spatial_dims(target: str) -> int:
 
 
 def _max_pool(c: Context, a: dict) -> Any:
-    nd = _spatial_dims(c.target)
+    nd = _spatial_dims(c.op_type)
     if any(d != 1 for d in ntuple(a["dilation"], nd)):
         raise c.fail(f"dilated max pooling (dilation={a['dilation']}) is not supported")
     out = _pool(c, "max_pool", a, nd)
-    return (out, Missing("pooling indices output")) if "with_indices" in c.target else out
+    return (out, Missing("pooling indices output")) if "with_indices" in c.op_type else out
 
 
 def _avg_pool(c: Context, a: dict) -> Any:
     if a.get("divisor_override") is not None:
         raise c.fail(f"divisor_override={a['divisor_override']} is not supported")
     include_pad = bool(a["count_include_pad"])
-    return _pool(c, "avg_pool", a, _spatial_dims(c.target), count_include_pad=include_pad)
+    return _pool(c, "avg_pool", a, _spatial_dims(c.op_type), count_include_pad=include_pad)
 
 
 def _pool(c: Context, op: str, a: dict, nd: int, **extra: Any) -> Any:
@@ -163,7 +163,7 @@ def _pool(c: Context, op: str, a: dict, nd: int, **extra: Any) -> Any:
 def _adaptive_avg_pool(c: Context, a: dict) -> Any:
     """Output (1, ..., 1) -> global_avg_pool; sizes dividing the input -> avg_pool."""
     x = a["self"]
-    nd = _spatial_dims(c.target)
+    nd = _spatial_dims(c.op_type)
     if len(c.shape(x)) == nd + 1:
         raise c.fail("unbatched adaptive pooling is not supported; add a batch axis")
     spatial = c.shape(x)[2:]

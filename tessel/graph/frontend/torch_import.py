@@ -30,12 +30,13 @@ layout), which build the graph through `tessel.graph.frontend.torch_context.Cont
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from tessel.graph.frontend import torch_convert_math, torch_convert_nn
-from tessel.graph.frontend.torch_context import Const, Context, Converter, Missing
+from tessel.graph.frontend.context import Const
+from tessel.graph.frontend.torch_context import Context, Converter, Missing
 from tessel.graph.ir import Graph, GraphError, check
 
 
@@ -120,7 +121,8 @@ class Importer(Context):
 
     def run(self) -> Graph:
         for node in self.fx_graph.nodes:
-            self.node, self.label, self.target = node, node.name, target_name(node.target)
+            self.node = node
+            self.enter(node.name, target_name(node.target))
             if node.op == "placeholder":
                 self.bind(node)
             elif node.op == "call_function":
@@ -128,7 +130,7 @@ class Importer(Context):
             elif node.op == "output":
                 self.set_outputs(node)
             else:
-                raise UnsupportedOpError(f"FX {node.op} {self.target}", node.name)
+                raise UnsupportedOpError(f"FX {node.op} {self.op_type}", node.name)
         return self.graph
 
     # ---- inputs, nodes, outputs ----
@@ -153,19 +155,19 @@ class Importer(Context):
         return self.graph.add_input(node.name, tuple(int(d) for d in val.shape), dtype)
 
     def call(self, node: Any) -> None:
-        args = _map_nodes(node.args, self.env)
-        kwargs = _map_nodes(node.kwargs, self.env)
+        args, kwargs = _map_nodes((node.args, node.kwargs), self.env)
         if node.target is not operator.getitem:
             _refuse_missing(self, (args, kwargs))
         if node.target is operator.getitem:
             result = self.getitem(*args)
         elif self.foldable(node, args, kwargs):
-            result = self.fold(node.target(*_to_torch(args), **_to_torch(kwargs)))
-        elif self.target in ATEN:
-            result = ATEN[self.target](self, _bind(node.target, args, kwargs))
+            torch_args, torch_kwargs = _map_leaves((args, kwargs), _to_torch)
+            result = self.fold(node.target(*torch_args, **torch_kwargs))
+        elif self.op_type in ATEN:
+            result = ATEN[self.op_type](self, _bind(node.target, args, kwargs))
             self.check_shape(result, node.meta.get("val"))
         else:
-            raise UnsupportedOpError(self.target, node.name)
+            raise UnsupportedOpError(self.op_type, node.name)
         if _mutates_self(node.target) and hasattr(node.args[0], "name"):
             self.env[node.args[0].name] = result
         self.env[node.name] = result
@@ -193,7 +195,8 @@ class Importer(Context):
             return False
         if torch.Tag.nondeterministic_seeded in node.target.tags:
             return False
-        return not _any_graph_value((args, kwargs), self.graph.types)
+        computed = self.graph.types  # a str argument names a value the graph computes
+        return not any(isinstance(v, str) and v in computed for v in _leaves((args, kwargs)))
 
     def fold(self, result: Any) -> Any:
         import torch
@@ -210,9 +213,8 @@ class Importer(Context):
         if not isinstance(result, (str, Const)) or not hasattr(val, "shape"):
             return
         got, want = self.shape(result), tuple(int(d) for d in val.shape)
-        check(got == want or (want == () and got in ((), (1,))),
-              f"node {self.label} ({self.target}): tessel's translation has shape {got}, torch "
-              f"says {want} (an importer bug)")
+        self.check(got == want or (want == () and got in ((), (1,))), f"tessel's translation "
+                   f"has shape {got}, torch says {want} (an importer bug)")
 
 
 # ---- FX plumbing ----
@@ -224,36 +226,34 @@ def target_name(target: Any) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def _map_leaves(x: Any, fn: Callable[[Any], Any]) -> Any:
+    """`x` with `fn` applied to each leaf of its nested lists, tuples and dicts."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_leaves(v, fn) for v in x)
+    if isinstance(x, dict):
+        return {k: _map_leaves(v, fn) for k, v in x.items()}
+    return fn(x)
+
+
+def _leaves(x: Any) -> list[Any]:
+    """The leaves of nested lists, tuples and dicts, in order."""
+    if isinstance(x, dict):
+        x = list(x.values())
+    return [leaf for v in x for leaf in _leaves(v)] if isinstance(x, (list, tuple)) else [x]
+
+
 def _map_nodes(x: Any, env: dict[str, Any]) -> Any:
     """FX arguments with each node replaced by what it became."""
-    if hasattr(x, "op") and hasattr(x, "name") and hasattr(x, "meta"):
-        return env[x.name]
-    if isinstance(x, (list, tuple)):
-        return type(x)(_map_nodes(v, env) for v in x)
-    if isinstance(x, dict):
-        return {k: _map_nodes(v, env) for k, v in x.items()}
-    return x
+    def lookup(v: Any) -> Any:
+        is_node = hasattr(v, "op") and hasattr(v, "name") and hasattr(v, "meta")
+        return env[v.name] if is_node else v
+    return _map_leaves(x, lookup)
 
 
 def _refuse_missing(c: Importer, x: Any) -> None:
-    if isinstance(x, Missing):
-        raise c.fail(f"reads the {x.what}, which tessel does not compute")
-    if isinstance(x, (list, tuple)):
-        for v in x:
-            _refuse_missing(c, v)
-    elif isinstance(x, dict):
-        _refuse_missing(c, list(x.values()))
-
-
-def _any_graph_value(x: Any, values: dict[str, Any]) -> bool:
-    """Whether the arguments `x` read a value computed by the graph (not known at import)."""
-    if isinstance(x, str):
-        return x in values
-    if isinstance(x, (list, tuple)):
-        return any(_any_graph_value(v, values) for v in x)
-    if isinstance(x, dict):
-        return any(_any_graph_value(v, values) for v in x.values())
-    return False
+    for v in _leaves(x):
+        if isinstance(v, Missing):
+            raise c.fail(f"reads the {v.what}, which tessel does not compute")
 
 
 def _bind(target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -294,13 +294,7 @@ def _to_numpy(tensor: Any) -> np.ndarray:
 
 def _to_torch(x: Any) -> Any:
     import torch
-    if isinstance(x, Const):
-        return torch.tensor(x.array)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to_torch(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _to_torch(v) for k, v in x.items()}
-    return x
+    return torch.tensor(x.array) if isinstance(x, Const) else x
 
 
 __all__ = ["from_torch", "UnsupportedOpError", "ATEN", "INPUT", "Importer", "Const"]

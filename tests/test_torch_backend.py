@@ -254,3 +254,49 @@ def test_other_dtypes_run_in_torch_and_say_why():
         assert_same(got, module(x))
     assert len(said) == 1 and "aten.linear.default, aten.relu.default" in said[0]
     assert "float64" in said[0]
+
+
+class BufferOutputs(nn.Module):
+    """Hugging Face BERT's shape: a piece whose output is a buffer expanded (a constant at
+    import: blocking it raised KeyError), a tensor made in forward (torch.export lifts it to
+    an input Dynamo does not pass), and an output changed in place by the caller."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("table", torch.arange(4.0).reshape(1, 4))
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + torch.tensor([1.0, 2.0, 3.0, 4.0]), \
+            self.table.expand(3, 4) * 2.0
+
+
+def test_constant_outputs_and_lifted_tensors_compile():
+    module, x = BufferOutputs().eval(), randn(3, 4)
+    fast = torch.compile(module, backend="tessel", options=FAST)
+    with torch.no_grad():
+        got, said = compiled_warnings(fast, x)
+        assert_same(got, module(x))
+    assert not any("could not compile" in s for s in said), said
+    assert not got[0]._is_view()
+    got[0].detach_()  # (a view cannot be detached in place: GPT-2's cache does this)
+
+
+def test_a_graph_tessel_fails_on_runs_in_torch_unless_strict(monkeypatch):
+    """Where eager runs, torch.compile(backend="tessel") runs: a failure inside tessel leaves
+    the graph to PyTorch, said in one line; strict=True raises it."""
+    from tessel.graph.torch_backend import split
+
+    def broken(graphs, options):
+        raise KeyError("a tessel bug")
+    monkeypatch.setattr(split, "compile_pieces", broken)
+    module, x = nn.Sequential(nn.Linear(3, 2), nn.ReLU()).eval(), randn(4, 3)
+    with torch.no_grad():
+        got, said = compiled_warnings(torch.compile(module, backend="tessel", options=FAST), x)
+        assert_same(got, module(x))
+        assert len(said) == 1 and "could not compile graph" in said[0]
+        assert "KeyError: 'a tessel bug'" in said[0] and said[0].endswith("runs in PyTorch")
+        torch._dynamo.reset()
+        strict = torch.compile(module, backend="tessel", options={**FAST, "strict": True})
+        with pytest.raises(Exception, match="a tessel bug"):
+            strict(x)

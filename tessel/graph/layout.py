@@ -98,7 +98,7 @@ class _Blocking:
                 out = self.new.add_node(node.op, [self.plain(v) for v in inputs],
                                         name=node.name, output=node.output, **dict(node.attrs))
             renamed[node.output] = out
-        self.new.set_outputs([self.plain(renamed[v], name=v) for v in self.old.outputs])
+        self.new.set_outputs([self.plain(renamed.get(v, v), name=v) for v in self.old.outputs])
         return prune(self.new)
 
     # ---- decisions ----

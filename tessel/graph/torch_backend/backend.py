@@ -77,8 +77,15 @@ class TesselGraph:
             say(f"torch.export could not trace graph {_name(self.gm)} "
                  f"({type(e).__name__}: {str(e).strip().splitlines()[0]}); it runs in PyTorch")
             return self.gm.forward
-        split = Split(program.graph_module, args, self.constant, _name(self.gm))
-        return split.build(self.options)
+        try:
+            return Split(program, args, self.constant, _name(self.gm)).build(self.options)
+        except Exception as e:  # noqa: BLE001  eager runs it: so must torch.compile
+            if self.options.strict:
+                raise
+            say(f"tessel could not compile graph {_name(self.gm)} ({type(e).__name__}: "
+                f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); it runs in "
+                f"PyTorch")
+            return self.gm.forward
 
 
 def _is_weight(node: Any) -> bool:

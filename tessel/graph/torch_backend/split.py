@@ -24,6 +24,7 @@ from tessel.tuning import tune_tasks
 
 torch = require("torch", "the torch.compile backend")
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner  # noqa: E402
+from torch.export.graph_signature import InputKind  # noqa: E402
 from torch.fx.passes.operator_support import OperatorSupport  # noqa: E402
 
 log = logging.getLogger("tessel")
@@ -37,14 +38,26 @@ LAYOUT_ONLY = {"getitem", "aten.view.default", "aten.reshape.default",
 class Split:
     """An exported graph cut into pieces tessel compiles, the rest left to PyTorch."""
 
-    def __init__(self, fx: Any, args: list[Any], constant: list[bool], name: str) -> None:
-        self.fx, self.name = fx, name
-        placeholders = [n for n in fx.graph.nodes if n.op == "placeholder"]
-        check(len(placeholders) == len(args), f"graph {name}: the exported program takes "
-                                              f"{len(placeholders)} inputs, Dynamo passed "
-                                              f"{len(args)}")
+    def __init__(self, program: Any, args: list[Any], constant: list[bool], name: str) -> None:
+        self.fx, self.name = program.graph_module, name
+        placeholders = [n for n in self.fx.graph.nodes if n.op == "placeholder"]
+        # what feeds each placeholder: Dynamo's k-th argument, or a tensor torch.export lifted
+        # out of the graph (a constant, a buffer or parameter the graph module held)
+        self.feeds: list[tuple[str, Any]] = []
+        for spec in program.graph_signature.input_specs:
+            if spec.kind == InputKind.USER_INPUT:
+                self.feeds.append(("arg", sum(kind == "arg" for kind, _ in self.feeds)))
+            else:
+                lifted = (program.state_dict[spec.target] if spec.target in program.state_dict
+                          else program.constants[spec.target])
+                self.feeds.append(("lifted", lifted.clone()))  # (no view: detach_ on it)
+        check(len(placeholders) == len(self.feeds) and
+              sum(kind == "arg" for kind, _ in self.feeds) == len(args),
+              f"graph {name}: the exported program takes {len(placeholders)} inputs, Dynamo "
+              f"passed {len(args)}")
         self.bindings: dict[str, Any] = {}
-        for node, arg, weight in zip(placeholders, args, constant):
+        for node, (kind, feed) in zip(placeholders, self.feeds):
+            arg, weight = (args[feed], constant[feed]) if kind == "arg" else (feed, True)
             self.bindings[node.name] = (arg.detach() if weight else
                                         INPUT if hasattr(arg, "shape") else arg)
         self.refused: dict[str, str] = {}  # node -> why tessel's converter refused it
@@ -68,7 +81,10 @@ class Split:
             setattr(gm, name, Piece(model, getattr(gm, name)))
         self.report(gm, failed)
         gm.recompile()
-        return gm
+        if all(kind == "arg" for kind, _ in self.feeds):
+            return gm
+        feeds = self.feeds
+        return lambda *args: gm(*(args[x] if kind == "arg" else x for kind, x in feeds))
 
     def cut(self) -> tuple[Any, list[str]]:
         """A copy of the graph with each piece tessel can take fused into a submodule."""
@@ -216,7 +232,7 @@ class Piece(torch.nn.Module):
     def forward(self, *args: Any) -> Any:
         feeds = {name: _as_numpy(args[k]) for k, name in self.inputs}
         outs = self.model(**feeds)
-        tensors = tuple(torch.from_numpy(a).reshape(shape).to(dtype)
+        tensors = tuple(torch.from_numpy(a.reshape(shape)).to(dtype)  # (no view)
                         for a, shape, dtype in zip(outs, self.shapes, self.dtypes))
         return tensors if self.several else tensors[0]
 

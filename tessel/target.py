@@ -129,7 +129,8 @@ def _read_caches(root: Path) -> tuple[int, int, int]:
     return tuple(found.get(level, default) for level, default in zip((1, 2, 3), _DEFAULT_CACHES))
 
 
-def _count_cores() -> int:
+def count_cores() -> int:
+    """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -141,7 +142,7 @@ def _probe_host() -> dict[str, Any]:
     model, features = _parse_cpuinfo(_read_text(Path("/proc/cpuinfo")))
     l1d, l2, l3 = _read_caches(Path("/sys/devices/system/cpu/cpu0/cache"))
     return dict(arch=arch, cpu_model=model or platform.processor() or arch,
-                features=features or _BASELINE.get(arch, frozenset()), cores=_count_cores(),
+                features=features or _BASELINE.get(arch, frozenset()), cores=count_cores(),
                 l1d_bytes=l1d, l2_bytes=l2, l3_bytes=l3)
 
 

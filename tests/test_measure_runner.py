@@ -159,7 +159,7 @@ def test_a_slow_reference_is_saved_for_a_fresh_process(target, tmp_path, monkeyp
     saved = f"{build.artifact.lib_path}.seed3.npz"
     assert os.path.exists(saved)
     fresh = worker.Worker()
-    monkeypatch.setattr(worker, "_load", lambda path: pytest.fail("ran the reference again"))
+    monkeypatch.setattr(worker, "load_library", lambda path: pytest.fail("ran the reference again"))
     assert fresh.handle(request) == {"ok": True}
     np.testing.assert_array_equal(fresh.references["k"][0], first.references["k"][0])
     a = worker.random_input(np.random.default_rng(3), "A", (37,), "float32")

@@ -21,7 +21,7 @@ from tessel.arith import bound, canon, intset, rewrite
 from tessel.arith.bound import INF, Interval
 from tessel.arith.canonical import Atom, Sum
 from tessel.errors import TesselError
-from tessel.ir import Expr, IntImm, Range, Var, convert, is_int
+from tessel.ir import Expr, IntImm, Range, Var, convert, is_int, is_true
 from tessel.ir.visitor import free_vars
 
 RangeLike = Union[Range, int, Expr]
@@ -122,7 +122,7 @@ class Analyzer:
         """True only when `cond` holds for every value of the bound variables. False means
         "could not prove", not "false"."""
         s = self.simplify(convert(cond))
-        return isinstance(s, IntImm) and bool(s.value)
+        return is_true(s)
 
     def can_prove_equal(self, a: Expr | int, b: Expr | int) -> bool:
         return self.sum_of(convert(a)).key == self.sum_of(convert(b)).key

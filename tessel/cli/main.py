@@ -244,10 +244,8 @@ def _dump_stacks_on_sigusr1() -> None:
     not where stderr is a captured stream)."""
     if not hasattr(signal, "SIGUSR1"):
         return
-    try:
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # io.UnsupportedOperation
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: no fileno
-        pass
 
 
 def _one_line(err: Exception) -> str:

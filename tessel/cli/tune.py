@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import math
 import os
@@ -185,17 +186,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target = tessel.Target("host")
     check_parts(target, args.strategy, args.cost_model, args.space)
     _check_runner(args)
-    runner = None
-    if args.runner == "dask":  # DaskError, one line, when no scheduler answers
-        runner = DaskRunner(args.scheduler, device=args.device, target=target)
-    try:
+    dask = args.runner == "dask"  # DaskRunner: DaskError, one line, when no scheduler answers
+    runner = DaskRunner(args.scheduler, device=args.device, target=target) if dask else None
+    with runner or contextlib.nullcontext():
         result = tessel.tune(func, target, args.trials, space=args.space,
                              strategy=args.strategy, cost_model=args.cost_model,
                              database=args.db, runner=runner, batch_size=args.batch_size,
                              seed=args.seed, early_stopping=args.early_stopping, name=label)
-    finally:
-        if runner is not None:
-            runner.close()
     return _reported(result, label, target, args)
 
 

@@ -7,6 +7,7 @@ they came from. A build writes a uniquely named temporary file in the same direc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -100,11 +101,9 @@ def _sweep_stale(directory: Path) -> None:
     """Remove temporary files that killed builds left in a cache directory."""
     now = time.time()
     for path in directory.glob("*.tmp"):
-        try:
+        with contextlib.suppress(OSError):  # another process removed or replaced it
             if now - path.stat().st_mtime > _STALE_TMP_S:
                 path.unlink()
-        except OSError:
-            pass  # another process removed or replaced it
 
 
 def asm_for(source: str, target: Target, *, extra_flags: tuple[str, ...] = (),
@@ -164,10 +163,8 @@ def _run(cmd: list[str], timeout_s: float, stdin: str | None) -> tuple[int, str,
 
 
 def _killpg(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def kill_compilers() -> None:
@@ -177,10 +174,8 @@ def kill_compilers() -> None:
     for pgid in list(_RUNNING):
         _killpg(pgid)
     for name in list(_TEMPS):
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(name)
-        except OSError:
-            pass
 
 
 def _failure_message(cmd: list[str], returncode: int, source: str, stderr: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tessel.errors import TesselError
-from tessel.ir import Buffer, Expr, IntImm, Stmt
+from tessel.ir import Buffer, Expr, Stmt
 from tessel.ir.printer import StmtPrinter, expr_str
 
 Slot = tuple[int, int]  # (first element offset, lanes): one variable of a promoted buffer
@@ -286,7 +286,3 @@ def lowered_str(node: LoweredFunc | Stmt) -> str:
     else:
         w.stmt(node, 0)
     return "\n".join(w.lines)
-
-
-def is_true(e: Expr) -> bool:
-    return isinstance(e, IntImm) and bool(e.value)

@@ -11,6 +11,7 @@ import faulthandler
 import math
 import statistics
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -31,6 +32,34 @@ def sweep_bytes(target: Target) -> int:
 
 
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
+_MAX_NUMBER = 2**31 - 1
+
+
+def calibrate(time_batch: Callable[[int], float], number: int, min_secs: float) -> int:
+    """Grow `number` until one batch of that many calls lasts at least `min_secs`
+    (`time_batch(n)`: the seconds per call of a batch of n)."""
+    while number < _MAX_NUMBER:
+        batch_secs = time_batch(number) * number
+        if batch_secs >= min_secs:
+            break
+        wanted = min_secs / max(batch_secs / number, 1e-9) * _GROWTH
+        number = min(_MAX_NUMBER, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
+    return number
+
+
+def load_library(path: str | Path) -> ctypes.CDLL:
+    """A kernel's shared library, loaded with the C types of tessel_entry, tessel_time and
+    tessel_time_in_model (generated code has it; hand-written C may not) set."""
+    lib = ctypes.CDLL(str(path))
+    lib.tessel_entry.argtypes, lib.tessel_entry.restype = [_ARGS], ctypes.c_int32
+    lib.tessel_time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
+                                ctypes.POINTER(ctypes.c_double)]
+    lib.tessel_time.restype = ctypes.c_int32
+    in_model = getattr(lib, "tessel_time_in_model", None)
+    if in_model is not None:
+        in_model.argtypes = [*lib.tessel_time.argtypes, ctypes.c_int64]
+        in_model.restype = ctypes.c_int32
+    return lib
 
 
 def aligned_empty(shape: int | tuple[int, ...], dtype: str | np.dtype = np.uint8,
@@ -64,7 +93,8 @@ class KernelError(TesselError, RuntimeError):
     """A kernel returned a failure status (memory allocation failed)."""
 
 
-def _numpy_dtype(dtype: str) -> np.dtype:
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of an IR dtype ("bool" is numpy's bool_)."""
     return np.dtype(np.bool_ if dtype == "bool" else dtype)
 
 
@@ -78,24 +108,15 @@ class Module:
             # a kernel that crashes (a hand-written program reading out of bounds) takes the
             # interpreter down: say where, instead of dying silently
             faulthandler.enable()
-        self._lib = ctypes.CDLL(str(lib_path))
-        self._entry = self._lib.tessel_entry
-        self._entry.argtypes, self._entry.restype = [_ARGS], ctypes.c_int32
-        self._time = self._lib.tessel_time
-        self._time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
-                               ctypes.POINTER(ctypes.c_double)]
-        self._time.restype = ctypes.c_int32
-        # (hand-written C may not have it)
+        self._lib = load_library(lib_path)
+        self._entry, self._time = self._lib.tessel_entry, self._lib.tessel_time
         self._time_in_model = getattr(self._lib, "tessel_time_in_model", None)
-        if self._time_in_model is not None:
-            self._time_in_model.argtypes = [*self._time.argtypes, ctypes.c_int64]
-            self._time_in_model.restype = ctypes.c_int32
         self._describe_params(func)
 
     def _describe_params(self, func: PrimFunc) -> None:
         """What the argument checks and the C argument vector need of `func`'s parameters."""
         self._params = func.params
-        self._dtypes = [_numpy_dtype(p.dtype) for p in func.params]
+        self._dtypes = [numpy_dtype(p.dtype) for p in func.params]
         outputs = set(func.outputs)
         self._is_output = [p in outputs for p in func.params]
         self._arg_array = ctypes.c_void_p * len(func.params)
@@ -135,7 +156,8 @@ class Module:
                 raise ArgumentError(f"{key} must be a positive int, got {value!r}")
         args = self._pack(arrays)
         if min_repeat_ms > 0:
-            number = self._calibrate(args, number, min_repeat_ms / 1e3)
+            number = calibrate(lambda n: self._run_timed(args, n, 1)[0], number,
+                               min_repeat_ms / 1e3)
         return self._run_timed(args, number, repeat, in_model)
 
     def _run_timed(self, args, number: int, repeat: int, in_model: bool = False) -> list[float]:
@@ -149,16 +171,6 @@ class Module:
         self.check_status(self._time_in_model(args, min(number, IN_MODEL_MAX_NUMBER), repeat,
                                                out, sweep_bytes(self.target)))
         return list(out)
-
-    def _calibrate(self, args, number: int, min_secs: float) -> int:
-        """Grow `number` until one batch lasts at least `min_secs`."""
-        while number < 2**31 - 1:
-            batch_secs = self._run_timed(args, number, 1)[0] * number
-            if batch_secs >= min_secs:
-                break
-            wanted = min_secs / max(batch_secs / number, 1e-9) * _GROWTH
-            number = min(2**31 - 1, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
-        return number
 
     def check_status(self, status: int) -> None:
         """Raise KernelError for a failing status of this kernel (0: it ran)."""

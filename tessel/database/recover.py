@@ -14,6 +14,7 @@ counted as lost.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -56,16 +57,14 @@ def check_file(path: str | Path) -> list[str]:
     path = Path(path).expanduser()
     if _check_source(path):
         return ["its SQLite header (the first 100 bytes) is damaged: SQLite cannot read it"]
-    conn = connect_read_only(path)
-    try:
-        return [row[0] for row in conn.execute("PRAGMA integrity_check(20)")
-                if row[0] != "ok"]
-    except sqlite3.Error as err:
-        if damage(err):
-            return [str(err)]
-        raise sql_error(path, err, "check") from None
-    finally:
-        conn.close()
+    with contextlib.closing(connect_read_only(path)) as conn:
+        try:
+            return [row[0] for row in conn.execute("PRAGMA integrity_check(20)")
+                    if row[0] != "ok"]
+        except sqlite3.Error as err:
+            if damage(err):
+                return [str(err)]
+            raise sql_error(path, err, "check") from None
 
 
 def recover(source: str | Path, destination: str | Path) -> Recovery:
@@ -104,14 +103,11 @@ def _read(path: Path, source: Path) -> tuple[dict[str, tuple], int, list[tuple],
     """(workloads, lost workloads, targets, record rows, unreadable ranges) read from `path`
     (`source`, or a copy of it with its header rebuilt)."""
     budget = 4 * (_leaf_cells(path) + 64)  # read before SQLite opens it: no lock of it dropped
-    conn = connect_read_only(path)
-    try:
+    with contextlib.closing(connect_read_only(path)) as conn:
         _check_schema(conn, source)
         workloads, lost_workloads = _workloads(conn, budget, source)
         targets = _rows(conn, "targets", "key, description, fingerprint_json", budget, source)[0]
         rows, unreadable = _rows(conn, "records", RECORD_COLUMNS, budget, source)
-    finally:
-        conn.close()
     return workloads, lost_workloads, targets, rows, unreadable
 
 
@@ -208,13 +204,11 @@ def _score(copy: Path, size: int) -> int:
     """How many of the root pages the schema names (read with the header for pages of `size`
     bytes) are b-tree pages: 0 when the schema does not read."""
     _write_header(copy, size)
-    conn = connect_read_only(copy)
-    try:
-        roots = [r for (r,) in conn.execute("SELECT rootpage FROM sqlite_master") if r]
-    except sqlite3.Error:
-        return 0
-    finally:
-        conn.close()
+    with contextlib.closing(connect_read_only(copy)) as conn:
+        try:
+            roots = [r for (r,) in conn.execute("SELECT rootpage FROM sqlite_master") if r]
+        except sqlite3.Error:
+            return 0
     with open(copy, "rb") as file:
         kinds = []
         for root in roots:

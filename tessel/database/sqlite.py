@@ -23,6 +23,7 @@ later read or write that finds damage) raises DatabaseError naming the file and 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -90,7 +91,7 @@ def recover_hint(path: Path) -> str:
             "(`tessel db check` lists the damage)")
 
 
-class Database:
+class Database(contextlib.AbstractContextManager):
     """SQLite store of workloads and tuning records; safe for several processes at once.
 
     With `check_integrity` (the default), an existing file is checked (SQLite's quick_check)
@@ -233,15 +234,17 @@ class Database:
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        return self._reading(lambda c: c.execute(sql, tuple(args)).fetchall())
+
+    def _reading(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `body` under the lock; an SQLite failure is the one DatabaseError for a read."""
         with self._lock:
             try:
-                return self._conn.execute(sql, tuple(args)).fetchall()
+                return body(self._conn)
             except sqlite3.Error as err:
                 raise self._sql_error(err, "read") from None
 
@@ -402,11 +405,7 @@ class Database:
         programs live runs have claimed and not yet committed (what a shared budget counts)."""
         self._verify_target(target)
         keys = (_workload_key(workload), target_key(target))
-        with self._lock:
-            try:
-                return _trials(self._conn, *keys)
-            except sqlite3.Error as err:
-                raise self._sql_error(err, "read") from None
+        return self._reading(lambda c: _trials(c, *keys))
 
     def release(self, workload: PrimFunc | str, target: Target, programs: Sequence[str],
                 run: str) -> None:
@@ -443,11 +442,7 @@ class Database:
 
     def export_jsonl(self, path: str | Path) -> int:
         """Write workloads, targets and records as JSON lines; return the number of records."""
-        with self._lock:
-            try:
-                return export_lines(self._conn, Path(path))
-            except sqlite3.Error as err:
-                raise self._sql_error(err, "read") from None
+        return self._reading(lambda c: export_lines(c, Path(path)))
 
     def import_jsonl(self, path: str | Path) -> "Imported":
         """Read JSON lines written by export_jsonl (in one transaction); return how many
@@ -467,9 +462,6 @@ class Database:
             if count > 0:
                 OPEN_FILES[self._file] = count
             self._file = None
-
-    def __enter__(self) -> "Database":
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -395,6 +395,11 @@ def eval_minmax(op: str, x: int | float, y: int | float) -> int | float:
     return min(x, y) if op == "min" else max(x, y)
 
 
+def is_true(e: Expr) -> bool:
+    """Whether `e` is the constant true (a nonzero integer constant)."""
+    return isinstance(e, IntImm) and bool(e.value)
+
+
 def as_int(e: ExprLike) -> int | None:
     """The value of an integer constant, else None."""
     if isinstance(e, int):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from tessel.ir.buffer import Buffer, BufferRegion
 from tessel.ir.expr import (BinOp, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
-                            Select, Var)
+                            Select, Var, is_true)
 from tessel.ir.stmt import (REDUCE, Block, BlockRealize, BufferStore, For, IfThenElse,
                             PrimFunc, SeqStmt, Stmt)
 
@@ -156,7 +156,7 @@ class StmtPrinter:
         for iv, value in zip(r.block.iter_vars, r.iter_values):
             kind = "reduce" if iv.kind == REDUCE else "spatial"
             self.emit(d + 1, f"{self.names(iv.var)} = T.axis.{kind}({iv.extent}, {self.e(value)})")
-        if not (isinstance(r.predicate, IntImm) and r.predicate.value):
+        if not is_true(r.predicate):
             self.emit(d + 1, f"T.where({self.e(r.predicate)})")
         self.block_body(r.block, d + 1)
 

@@ -200,6 +200,15 @@ def free_vars(node: Any) -> set[Var]:
     return set(collect(node, Var))
 
 
+def binding_vars(realize: BlockRealize, kind: str) -> set[Var]:
+    """Variables used by the bindings of `realize`'s iter vars of one kind."""
+    out: set[Var] = set()
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if iv.kind == kind:
+            out |= free_vars(value)
+    return out
+
+
 def uses_var(node: Any, var: Var) -> bool:
     return any(v is var for v in collect(node, Var))
 

@@ -14,7 +14,7 @@ the next one).
 """
 from __future__ import annotations
 
-import os
+import contextlib
 import select
 import time
 import traceback
@@ -30,7 +30,7 @@ from tessel.ir import PrimFunc
 from tessel.measure.process import WorkerProcess
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.prepack import split_prepacks
-from tessel.target import Target
+from tessel.target import Target, count_cores
 
 _MAX_MSG_CHARS = 6000
 # A candidate's C beyond this is not compiled: random samples of the auto space that unroll
@@ -82,10 +82,11 @@ def param_specs(func: PrimFunc) -> tuple[ParamSpec, ...]:
                  for p in func.params)
 
 
-def _clip(message: str) -> str:
-    if len(message) <= _MAX_MSG_CHARS:
-        return message
-    return message[:_MAX_MSG_CHARS] + f"\n... ({len(message) - _MAX_MSG_CHARS} more chars)"
+def _failure(kind: str, msg: str, start: float) -> BuildResult:
+    """A failed build that started at `start`; its message clipped to _MAX_MSG_CHARS."""
+    if len(msg) > _MAX_MSG_CHARS:
+        msg = msg[:_MAX_MSG_CHARS] + f"\n... ({len(msg) - _MAX_MSG_CHARS} more chars)"
+    return BuildResult(error=MeasureResult.error(kind, msg, build_secs=time.perf_counter() - start))
 
 
 def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
@@ -101,13 +102,10 @@ def build_artifact(func: PrimFunc, target: Target, *, cache_dir: str | Path | No
                             constants=func.constant_params)
         params = param_specs(func)
     except SourceTooLarge as err:
-        return BuildResult(error=MeasureResult.error(
-            "compile_error", str(err), build_secs=time.perf_counter() - start))
+        return _failure("compile_error", str(err), start)
     except Exception as err:  # noqa: BLE001 - any failure to lower is an illegal program
         detail = "".join(traceback.format_exception_only(type(err), err)).strip()
-        return BuildResult(error=MeasureResult.error(
-            "invalid_schedule", _clip(f"code generation failed: {detail}"),
-            build_secs=time.perf_counter() - start))
+        return _failure("invalid_schedule", f"code generation failed: {detail}", start)
     return build_source(source, params, target, cache_dir=cache_dir, timeout_s=timeout_s,
                         started=start)
 
@@ -121,13 +119,12 @@ def build_source(source: str, params: tuple[ParamSpec, ...], target: Target, *,
         lib_path = compile_shared(source, target, cache_dir=cache_dir, timeout_s=timeout_s)
     except CompileError as err:
         kind = "timeout" if "timed out" in str(err) else "compile_error"
-        return BuildResult(error=MeasureResult.error(kind, _clip(str(err)),
-                                                     build_secs=time.perf_counter() - start))
+        return _failure(kind, str(err), start)
     secs = time.perf_counter() - start
     return BuildResult(artifact=Artifact(str(lib_path), source, params, secs))
 
 
-class LocalBuilder:
+class LocalBuilder(contextlib.AbstractContextManager):
     """Builds candidates in `max_workers` build processes (default: one per core).
 
     The processes (tessel.measure.build_worker) run ``python -m``, never the user's
@@ -141,7 +138,7 @@ class LocalBuilder:
                  timeout_s: float = 60.0, cache_dir: str | Path | None = None,
                  max_source_chars: int | None = MAX_SOURCE_CHARS) -> None:
         self.target = target if target is not None else Target("host")
-        self.max_workers = max_workers or _cores()
+        self.max_workers = max_workers or count_cores()
         if self.max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
         if not timeout_s > 0:
@@ -194,8 +191,7 @@ class LocalBuilder:
                 continue
             del busy[fd]
             reply = worker.receive(deadline if fd in ready else now)
-            results[index] = reply if isinstance(reply, BuildResult) else self._failed(reply,
-                                                                                     start)
+            results[index] = reply if isinstance(reply, BuildResult) else self._failed(reply, start)
             freed.append(worker)
         return freed
 
@@ -204,8 +200,7 @@ class LocalBuilder:
             kind, msg = "timeout", f"build ran past its {self.timeout_s:g} s limit"
         else:
             kind, msg = "invalid_schedule", f"build failed: {reply.get('msg', reply)}"
-        return BuildResult(error=MeasureResult.error(kind, _clip(msg),
-                                                     build_secs=time.perf_counter() - start))
+        return _failure(kind, msg, start)
 
     def close(self) -> None:
         """Stop the build processes and their compilers (a later build() starts new ones)."""
@@ -213,23 +208,12 @@ class LocalBuilder:
             worker.close()
         self._workers = []
 
-    def __enter__(self) -> "LocalBuilder":
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # at interpreter shutdown, anything
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
-
-
-def _cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 __all__ = ["Artifact", "BuildResult", "LocalBuilder", "ParamSpec", "build_artifact",

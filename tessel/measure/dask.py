@@ -25,6 +25,7 @@ A scheduler that does not answer within `connect_timeout_s` (CONNECT_TIMEOUT_S; 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -150,7 +151,7 @@ def _connect(Client: Any, address: Any, seconds: float) -> Any:
         raise _unreachable(address, seconds, err) from None
 
 
-class DaskRunner:
+class DaskRunner(contextlib.AbstractContextManager):
     """Measures on the Dask device pool behind `scheduler` (an address or a distributed.Client),
     on devices advertised as `device`. Other keywords as LocalRunner (RunConfig fields).
 
@@ -216,10 +217,8 @@ class DaskRunner:
                                          pure=False, key=f"tessel-measure-{uuid.uuid4().hex}")
                    for i, job in jobs.items()}
         timeout = self._batch_timeout(jobs)
-        try:
+        with contextlib.suppress(TimeoutError):
             wait(list(futures.values()), timeout=timeout)
-        except TimeoutError:
-            pass
         return {i: self._collect(future, timeout) for i, future in futures.items()}
 
     def _batch_timeout(self, jobs: dict[int, RemoteJob]) -> float:
@@ -248,9 +247,6 @@ class DaskRunner:
     def close(self) -> None:
         if self._own_client:
             self.client.close()
-
-    def __enter__(self) -> "DaskRunner":
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

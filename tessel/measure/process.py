@@ -13,6 +13,7 @@ exit status and the end of its stderr; one past its deadline kills it and answer
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -136,27 +137,21 @@ class WorkerProcess:
         return {"error": "runtime_error", "msg": f"the {self.label} process died ({how}){detail}"}
 
     def _kill(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def close(self) -> None:
         """End the process and its process group: SIGTERM, then SIGKILL after a grace."""
         if self._proc is not None:
             if self._proc.poll() is None:
                 self._kill(signal.SIGTERM)
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     self._proc.wait(timeout=_TERM_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    pass
             self._kill(signal.SIGKILL)  # whatever else is left in its group
             self._proc.wait()
             for stream in (self._proc.stdin, self._proc.stdout):
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
             self._proc = None
         if self._stderr is not None:
             self._stderr.close()

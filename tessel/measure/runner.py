@@ -12,6 +12,7 @@ the measuring process on the same seeded inputs.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import warnings
@@ -170,7 +171,7 @@ def check_batch(candidates: Sequence[MeasureCandidate], builds: Sequence[BuildRe
                          f"{len(candidates)} candidates")
 
 
-class LocalRunner:
+class LocalRunner(contextlib.AbstractContextManager):
     """Measures on this machine, one candidate at a time, in one long-lived worker process.
 
     Keyword arguments beyond these override fields of `config` (a RunConfig): number, repeat,
@@ -202,9 +203,6 @@ class LocalRunner:
 
     def close(self) -> None:
         self.session.close()
-
-    def __enter__(self) -> "LocalRunner":
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -13,6 +13,7 @@ running at the same time, since parallel measurements on one CPU corrupt the ran
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import os
@@ -183,11 +184,8 @@ class DeviceSession:
         self._generation = 0
 
     def measure(self, job: MeasureJob) -> MeasureResult:
-        with self._thread_lock:
-            if self._device_lock is None:
-                return self._measure(job)
-            with self._device_lock:
-                return self._measure(job)
+        with self._thread_lock, self._device_lock or contextlib.nullcontext():
+            return self._measure(job)
 
     def _measure(self, job: MeasureJob) -> MeasureResult:
         """Time the job; when others used the CPU meanwhile, wait for quiet and time it again

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from tessel.codegen.compiler import compile_shared
-from tessel.codegen.module import IN_MODEL_MAX_NUMBER, aligned, aligned_empty
+from tessel.codegen.module import (IN_MODEL_MAX_NUMBER, aligned, aligned_empty, calibrate,
+                                   load_library, numpy_dtype)
 from tessel.measure.child import serve
 from tessel.target import Target
 
@@ -41,8 +42,6 @@ _ARGS = ctypes.POINTER(ctypes.c_void_p)
 _FAR_BEYOND = 3.0  # a checked call this many times stop_above_s is the candidate's cost...
 _FAR_MIN_S = 0.02  # ...if it also lasted this long (a first call's fresh pages: microseconds)
 _FIRST_BATCH_S = 1e-3  # a timing against stop_above_s lasts at least about this long
-_GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)
-_MAX_NUMBER = 2**31 - 1
 _KEPT_REFERENCES = 4
 REFERENCE_MISSING = "reference_missing"  # an internal error kind: the session retries
 _KEPT_INPUTS = 2
@@ -83,13 +82,9 @@ class KernelFailure(Exception):
 
 # ---- arrays ----
 
-def _numpy_dtype(dtype: str) -> np.dtype:
-    return np.dtype(np.bool_ if dtype == "bool" else dtype)
-
-
 def random_input(rng: np.random.Generator, name: str, shape: tuple, dtype: str) -> np.ndarray:
     """As tessel.ops.reference_inputs: small ints, uniform floats (positive for `var`)."""
-    np_dtype = _numpy_dtype(dtype)
+    np_dtype = numpy_dtype(dtype)
     if np_dtype == np.bool_:
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if np.issubdtype(np_dtype, np.integer):
@@ -102,7 +97,7 @@ def random_input(rng: np.random.Generator, name: str, shape: tuple, dtype: str) 
 def sentinel_output(shape: tuple, dtype: str) -> np.ndarray:
     """An output buffer whose every element a correct kernel overwrites (NaN for floats), on
     a cache line as a compiled model's arrays are (tessel.graph.runtime)."""
-    np_dtype = _numpy_dtype(dtype)
+    np_dtype = numpy_dtype(dtype)
     out = aligned_empty(tuple(shape), np_dtype)
     if np_dtype == np.bool_:
         out.fill(True)
@@ -211,7 +206,7 @@ class Worker:
             with np.load(saved) as data:
                 kept = tuple(data[f"out{k}"] for k in range(len(outputs)))
         except (OSError, KeyError, ValueError):
-            lib = _load(request["lib"])
+            lib = load_library(request["lib"])
             start = time.perf_counter()
             _check_status(lib.tessel_entry(args), "reference program")
             kept = tuple(o.copy() for o in outputs)
@@ -225,7 +220,7 @@ class Worker:
     def measure(self, request: dict) -> tuple[list[float], bool]:
         """The costs of every repeat, and whether timing stopped after one call (a candidate
         slower than the request's `stop_above_s`)."""
-        lib = _load(request["lib"])
+        lib = load_library(request["lib"])
         config = request["config"]
         args, outputs = self.arguments(request["params"], config["seed"])
         limit = config.get("stop_above_s", 0.0)
@@ -249,7 +244,8 @@ class Worker:
                 return [slow], True
         number = config["number"]
         if config["min_repeat_ms"] > 0:
-            number = _calibrate(lib, args, number, config["min_repeat_ms"] / 1e3)
+            number = calibrate(lambda n: _time(lib, args, n, 1)[0], number,
+                               config["min_repeat_ms"] / 1e3)
         if config.get("in_model_sweep", 0) > 0:
             return _time_in_model(lib, args, min(number, IN_MODEL_MAX_NUMBER), config["repeat"],
                                   config["in_model_sweep"]), False
@@ -300,19 +296,6 @@ class Worker:
         return list(out)
 
 
-def _load(path: str) -> ctypes.CDLL:
-    lib = ctypes.CDLL(path)
-    lib.tessel_entry.argtypes, lib.tessel_entry.restype = [_ARGS], ctypes.c_int32
-    lib.tessel_time.argtypes = [_ARGS, ctypes.c_int32, ctypes.c_int32,
-                                ctypes.POINTER(ctypes.c_double)]
-    lib.tessel_time.restype = ctypes.c_int32
-    in_model = getattr(lib, "tessel_time_in_model", None)  # (hand-written C may not have it)
-    if in_model is not None:
-        in_model.argtypes = [*lib.tessel_time.argtypes, ctypes.c_int64]
-        in_model.restype = ctypes.c_int32
-    return lib
-
-
 def _save(path: str, outputs: tuple[np.ndarray, ...]) -> None:
     """Write the outputs to `path` whole or not at all (a temporary file renamed)."""
     tmp = f"{path}.{os.getpid()}.tmp.npz"
@@ -360,17 +343,6 @@ def _slower_than(lib: ctypes.CDLL, args, limit: float) -> float | None:
         if secs * number >= _FIRST_BATCH_S or number > 1:
             return secs
         number = math.ceil(_FIRST_BATCH_S / secs)
-
-
-def _calibrate(lib: ctypes.CDLL, args, number: int, min_secs: float) -> int:
-    """Grow `number` until one batch of calls lasts at least `min_secs`."""
-    while number < _MAX_NUMBER:
-        batch_secs = _time(lib, args, number, 1)[0] * number
-        if batch_secs >= min_secs:
-            break
-        wanted = min_secs / max(batch_secs / number, 1e-9) * _GROWTH
-        number = min(_MAX_NUMBER, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
-    return number
 
 
 def _flush_timer() -> Any:

@@ -225,14 +225,12 @@ class LoopPrimitives:
 
     def _set_annotations(self, target: BlockRV | LoopRV, fn) -> None:
         node = self.get(target)
+        new = dataclasses.replace(node, annotations=fn(node.annotations))
         if isinstance(target, BlockRV):
             realize = tree.find_realize(self.func, node.name)
-            new_block = dataclasses.replace(node, annotations=fn(node.annotations))
-            new = BlockRealize(realize.iter_values, realize.predicate, new_block)
-            self.func = tree.replace(self.func, realize, new)
+            self.func = tree.replace(self.func, realize, dataclasses.replace(realize, block=new))
         else:
-            self.func = tree.replace(self.func, node,
-                                     dataclasses.replace(node, annotations=fn(node.annotations)))
+            self.func = tree.replace(self.func, node, new)
 
 
 def _infer_factors(loop: For, values: list[int | None]) -> list[int]:

@@ -25,19 +25,10 @@ from tessel.schedule.trace import BlockRV, LoopRV, check
 
 
 # 1. shared analysis -------------------------------------------------------------------------
-def binding_vars(realize: BlockRealize, kind: str) -> set[Var]:
-    """Variables used by the bindings of `realize`'s iter vars of one kind."""
-    out: set[Var] = set()
-    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-        if iv.kind == kind:
-            out |= ir.free_vars(value)
-    return out
-
-
 def conjuncts(cond: Expr) -> list[Expr]:
     if isinstance(cond, BinOp) and cond.op == "and":
         return conjuncts(cond.a) + conjuncts(cond.b)
-    return [] if isinstance(cond, IntImm) and cond.value else [cond]
+    return [] if ir.is_true(cond) else [cond]
 
 
 def _at_zero(cond: Expr, gone: set[Var], block: str, primitive: str) -> Expr:
@@ -143,7 +134,7 @@ def _init_nest(realize: BlockRealize, below: list[For], name: str) -> Stmt:
     """The init of the block as its own block, under copies of the loops of `below` that
     its spatial bindings use."""
     block = realize.block
-    spatial = binding_vars(realize, SPATIAL)
+    spatial = ir.binding_vars(realize, SPATIAL)
     kept = [l for l in below if l.loop_var in spatial]
     vmap = {l.loop_var: Var(l.loop_var.name) for l in kept}
     gone = {l.loop_var for l in below} - set(vmap)
@@ -175,7 +166,7 @@ def _rfactor_block(loop: For) -> BlockRealize:
 def _check_rfactor_loops(realize: BlockRealize, loops: list[For], loop: For) -> set[Var]:
     """TensorIR's conditions on the loops; returns the loop vars the reduce bindings use."""
     name, block = loop.loop_var.name, realize.block.name
-    spatial, reduce = binding_vars(realize, SPATIAL), binding_vars(realize, REDUCE)
+    spatial, reduce = ir.binding_vars(realize, SPATIAL), ir.binding_vars(realize, REDUCE)
     check(loop.loop_var not in spatial and loop.loop_var in reduce,
           f"rfactor: loop {name} is not a reduction loop of block {block}")
     touching = [iv for iv, v in zip(realize.block.iter_vars, realize.iter_values)
@@ -281,7 +272,7 @@ class ReductionPrimitives:
         check(blk.init is not None, f"decompose_reduction: block {blk.name} has no init")
         node = self._loop(loop)
         below = _loops_below(path, node, blk.name)
-        reduce = binding_vars(realize, REDUCE)
+        reduce = ir.binding_vars(realize, REDUCE)
         for l in tree.enclosing_loops(path):
             if l is node:
                 break
@@ -324,5 +315,5 @@ class ReductionPrimitives:
         return self._new(BlockRV, name)
 
 
-__all__ = ["ReductionPrimitives", "match_combiner", "Combiner", "binding_vars", "conjuncts",
+__all__ = ["ReductionPrimitives", "match_combiner", "Combiner", "conjuncts",
            "kept_predicate"]

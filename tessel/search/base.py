@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,15 +173,17 @@ class SearchStrategy(ABC):
                 out.append(sch)
         return out
 
-    def sample_new(self, n: int) -> list[Proposal]:
-        """Up to n fresh random programs never proposed before."""
+    def sample_new(self, n: int, make: Callable[[], Proposal | None] | None = None
+                   ) -> list[Proposal]:
+        """Up to n programs never proposed before, each from `make` (None: it made none this
+        time; default: a fresh random sample), in n * MAX_SAMPLE_TRIES tries at most."""
         out: list[Proposal] = []
         for _ in range(n * MAX_SAMPLE_TRIES):
             if len(out) >= n:
                 break
-            sch = self.sample()
-            if sch is not None:
-                out += self.take_new([sch], 1)
+            p = (make or self.sample)()
+            if p is not None:
+                out += self.take_new([p], 1)
         return out
 
     def best_measured(self, k: int) -> list[Proposal]:

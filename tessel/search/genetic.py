@@ -12,7 +12,7 @@ import math
 
 from tessel.ir import PrimFunc
 from tessel.schedule import Trace
-from tessel.search.base import MAX_SAMPLE_TRIES, Proposal, SearchError, SearchStrategy
+from tessel.search.base import Proposal, SearchError, SearchStrategy
 from tessel.space import SearchSpace
 
 
@@ -34,13 +34,7 @@ class GeneticSearch(SearchStrategy):
         if len(parents) < 2 or len(self.measured) < self.population:
             return self.sample_new(n)
         parents = sorted(parents, key=lambda p: -p[1])[: self.population]
-        out: list[Proposal] = []
-        for _ in range(n * MAX_SAMPLE_TRIES):
-            if len(out) >= n:
-                break
-            child = self._child(parents)
-            if child is not None:
-                out += self.take_new([child], 1)
+        out = self.sample_new(n, lambda: self._child(parents))
         return out + self.sample_new(n - len(out))
 
     def _child(self, parents: list[tuple[Proposal, float]]) -> Proposal | None:

@@ -58,7 +58,7 @@ def make_space(spec: SpaceLike = "auto", target: Target | None = None) -> Search
               "put the rules in a list of their own")
         return UnionSpace([make_space(x, target) for x in spec])
     if callable(spec):
-        return TemplateSpace(spec) if _arity(spec) == 2 else FunctionSpace(spec)
+        return TemplateSpace(spec) if required_positional(spec) == 2 else FunctionSpace(spec)
     raise SpaceError(f"cannot make a search space of {spec!r}")
 
 
@@ -71,11 +71,12 @@ def _is_rule(x: Any) -> bool:
     return not isinstance(x, (SearchSpace, type)) and callable(getattr(x, "apply", None))
 
 
-def _arity(fn: Any) -> int:
+def required_positional(fn: Any) -> int | None:
+    """How many positional arguments `fn` requires (None: a builtin without a signature)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return 1
+        return None
     return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                for p in params)
 
@@ -86,7 +87,7 @@ __all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError"
            "AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
            "RandomComputeLocation", "UnrollCases", "Postproc", "postprocess", "final_func",
            "default_postprocs", "postprocs_for", "RewriteLayout", "RewriteReductionBlock",
-           "RewriteParallelVectorizeUnroll",
+           "RewriteParallelVectorizeUnroll", "required_positional",
            "VerifyLoops", "VerifyCodegen", "Mutator", "MUTATORS", "MutateTileSize",
            "MutateRegisterTile",
            "MutateUnroll", "MutateParallel", "MutateComputeLocation"]

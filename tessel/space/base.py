@@ -58,6 +58,18 @@ def fresh(trace: Trace) -> Trace:
     return Trace(trace.instructions)
 
 
+def first_valid(make: Callable[[], Schedule], failure: str) -> Schedule:
+    """What `make()` returns first without a ScheduleError, in MAX_SAMPLE_TRIES calls; else
+    SpaceError: `failure` and the last error."""
+    last = ""
+    for _ in range(MAX_SAMPLE_TRIES):
+        try:
+            return make()
+        except ScheduleError as err:
+            last = str(err)
+    raise SpaceError(f"{failure} in {MAX_SAMPLE_TRIES} tries (last error: {last})")
+
+
 class SearchSpace(ABC):
     """A design space of a workload, as traces. Subclasses implement `designs`."""
 
@@ -86,15 +98,9 @@ class SearchSpace(ABC):
     def sample(self, func: PrimFunc, rng: random.Random) -> Schedule:
         """A random member: a design replayed with fresh decisions."""
         designs = self.designs(func)
-        last = ""
-        for _ in range(MAX_SAMPLE_TRIES):
-            design = rng.choice(designs)
-            try:
-                return fresh(design).apply(Schedule(func, seed=rng.randrange(2**31)))
-            except ScheduleError as err:
-                last = str(err)
-        raise SpaceError(f"{self.name}: no valid sample of {func.name} in {MAX_SAMPLE_TRIES} "
-                         f"tries (last error: {last})")
+        return first_valid(
+            lambda: fresh(rng.choice(designs)).apply(Schedule(func, seed=rng.randrange(2**31))),
+            f"{self.name}: no valid sample of {func.name}")
 
     def replay(self, func: PrimFunc, trace: Trace) -> Schedule:
         """Rebuild the schedule a trace describes (ScheduleError when it does not fit). The
@@ -159,14 +165,8 @@ class FunctionSpace(SearchSpace):
         return [sch]
 
     def sample(self, func: PrimFunc, rng: random.Random) -> Schedule:
-        last = ""
-        for _ in range(MAX_SAMPLE_TRIES):
-            try:
-                return self.generate(func, seed=rng.randrange(2**31))[0]
-            except ScheduleError as err:
-                last = str(err)
-        raise SpaceError(f"{self.name}: no valid sample of {func.name} in {MAX_SAMPLE_TRIES} "
-                         f"tries (last error: {last})")
+        return first_valid(lambda: self.generate(func, seed=rng.randrange(2**31))[0],
+                           f"{self.name}: no valid sample of {func.name}")
 
 
 class UnionSpace(SearchSpace):
@@ -194,4 +194,5 @@ class UnionSpace(SearchSpace):
         raise ScheduleError("no space of the union replays the trace: " + "; ".join(errors))
 
 
-__all__ = ["SpaceError", "check", "fresh", "SearchSpace", "FunctionSpace", "UnionSpace"]
+__all__ = ["SpaceError", "check", "fresh", "first_valid", "SearchSpace", "FunctionSpace",
+           "UnionSpace"]

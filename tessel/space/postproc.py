@@ -16,6 +16,7 @@ program is ever built or measured.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -25,7 +26,6 @@ from tessel.codegen.c import CodegenError, generate_c
 from tessel.codegen.passes import compact_buffers
 from tessel.ir import REDUCE, BlockRealize, For, PrimFunc
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
-from tessel.schedule.reduction import binding_vars
 from tessel.space.base import SpaceError, check
 from tessel.space.rules.base import leaf_blocks
 from tessel.space.rules.parallel import PARALLEL, UNROLL, VECTORIZE
@@ -175,11 +175,9 @@ class RewriteLayout:
         pack = sch.cache_read(block, index, "global")
         above = 0
         if at is not None:
-            try:
+            with contextlib.suppress(ScheduleError):
                 sch.compute_at(pack, at, preserve_unit_loops=True)
                 above = len(sch.get_loops(pack)) - len(idx)
-            except ScheduleError:
-                pass
         names = [f"d{i}" for i in range(len(idx))]
         outs = [f"{names[dim]} // {t}", *(names[i] for i in rest), f"{names[dim]} % {t}"]
         sch.transform_layout(block, index, "read",
@@ -256,7 +254,7 @@ class RewriteReductionBlock:
                 continue
             rv = sch.get_block(block.name)
             realize = tree.find_realize(sch.func, block.name)
-            reduce = binding_vars(realize, REDUCE)
+            reduce = ir.binding_vars(realize, REDUCE)
             loop = next((l for l in sch.get_loops(rv) if sch.get(l).loop_var in reduce), None)
             if loop is None:
                 continue

@@ -16,7 +16,7 @@ from tessel import cost_model as cost_models
 from tessel.database import Database
 from tessel.ir import PrimFunc
 from tessel.search import STRATEGIES, SearchStrategy
-from tessel.space import SearchSpace, make_space
+from tessel.space import SearchSpace, make_space, required_positional
 from tessel.target import Target
 from tessel.tuning.best import TuneError
 from tessel.tuning.scheduler import SCHEDULERS
@@ -133,19 +133,10 @@ def _check_space(space: Any, target: Target) -> None:
     make_space(space, target)
     if callable(space) and not isinstance(space, SearchSpace) and \
             not callable(getattr(space, "apply", None)):  # (a schedule rule)
-        required = _required_positional(space)
+        required = required_positional(space)  # a builtin (None) says itself what it takes
         check(required in (None, 1, 2), f"space: a function space takes one argument (a "
                                         f"Schedule) or two (cfg, sch); "
                                         f"{getattr(space, '__name__', 'it')} takes {required}")
-
-
-def _required_positional(fn: Callable[..., Any]) -> int | None:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None  # a builtin: it says itself what it takes
-    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               for p in params)
 
 
 def _check_options(strategy: Any, options: dict[str, Any] | None) -> None:

@@ -64,7 +64,6 @@ def best_record(func: PrimFunc, target: Target, db: Database,
     tessel.graph.compiler.compile.protocols)."""
     posts = list(postprocs) if postprocs is not None else postprocs_for(func, target)
     owner = records_of if records_of is not None else func
-    # timed in its model's sequence (tessel.graph.compiler.select)
     chosen = db.selection(owner, target)
     return first_program(([chosen] if chosen is not None else []) + db.top_k(owner, target, k=5),
                          func, posts)

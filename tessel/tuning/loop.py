@@ -136,10 +136,8 @@ def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *
         bar = TuneProgress(task.label, trials, run.done, task.flops, enabled=progress)
         run.callbacks = [*default_callbacks(bar), *callbacks]
         with _stop_on_interrupt() as stop:
-            try:
+            with contextlib.closing(bar):
                 _loop(run, trials, batch_size, early_stopping, bar, stop)
-            finally:
-                bar.close()
             return _finish(run, rerun_top, RETIME_ROUNDS, before, stop.is_set())
     finally:
         _close_owned(run, builder, runner, database)
@@ -210,7 +208,7 @@ def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, t
                        latency=sched.total_latency)
     for run in runs:
         run.callbacks = [*default_callbacks(bar), *callbacks]
-    try:
+    with contextlib.closing(bar):
         while sum(r.done for r in runs) < trials and not stop.is_set() and \
                 (k := sched.next_task()) is not None:
             left = trials - sum(r.done for r in runs)
@@ -218,8 +216,6 @@ def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, t
                 sched.finish(k)
             sched.record(k, runs[k].done, runs[k].best_seconds)
             bar.refresh()
-    finally:
-        bar.close()
     # one round: a model's kernels are chosen again in their model's sequence
     # (graph.compiler.select)
     return [_finish(run, rerun_top, 1, b, stop.is_set()) for run, b in zip(runs, before)]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.codegen.lowered import Allocate, CodegenError, Comment, LoweredFunc, check, is_true
+from tessel.codegen.lowered import Allocate, CodegenError, Comment, LoweredFunc, check
 from tessel.codegen.passes.fold import substitute_folding
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferStore, Expr, For, IfThenElse,
-                       PrimFunc, Stmt, StmtMutator, Var, const, seq, uses_var)
+                       PrimFunc, Stmt, StmtMutator, Var, const, is_true, seq, uses_var)
 
 STACK_LIMIT_BYTES = 64 * 1024  # buffers up to this size live on the stack
 

@@ -72,7 +72,7 @@ class _Collector:
         if not realize.block.iter_vars:
             use.unstructured = True
         elif write:
-            reduce = _reduce_vars(realize)
+            reduce = ir.binding_vars(realize, REDUCE)
             use.pinned |= {id(n) for n in self.path if isinstance(n, For) and n.loop_var in reduce}
             if reduce:
                 dims = _vector_dims(self.path, realize, indices)
@@ -130,14 +130,6 @@ def _vector_dims(path: list[Any], r: BlockRealize,
     moved = {iv.var for iv, value in zip(r.block.iter_vars, r.iter_values)
              if loop.loop_var in ir.free_vars(value)}
     return frozenset(d for d, i in enumerate(indices) if ir.free_vars(i) & moved)
-
-
-def _reduce_vars(r: BlockRealize) -> set[Var]:
-    out: set[Var] = set()
-    for iv, value in zip(r.block.iter_vars, r.iter_values):
-        if iv.kind == REDUCE:
-            out |= ir.free_vars(value)
-    return out
 
 
 # 2. the plan: allocation site and compacted region ------------------------------------------

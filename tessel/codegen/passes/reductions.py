@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from tessel.arith.linear import steps_by_one
 from tessel.ir import (REDUCE, BinOp, Block, BlockRealize, Buffer, BufferLoad, BufferStore,
-                       Expr, For, IntImm, PrimFunc, Stmt, Var, collect, const, realize, seq,
+                       Expr, For, PrimFunc, Stmt, Var, collect, const, is_true, realize, seq,
                        structural_equal, substitute, transform, uses_var)
 from tessel.te import identity_of
 from tessel.target import Target
@@ -56,7 +56,7 @@ def _rewrite_loop(s: For, target: Target) -> Stmt | None:
     r = s.body
     block = r.block
     pred = r.predicate
-    if not (isinstance(pred, IntImm) and pred.value) or block.alloc_buffers:
+    if not is_true(pred) or block.alloc_buffers:
         return None
     store = block.body
     if not isinstance(store, BufferStore) or store.buffer.dtype not in _DTYPES:

@@ -91,7 +91,7 @@ def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
     loops = sch.get_loops(block)
     nodes = [sch.get(l) for l in loops]
     by_var = {n.loop_var: (l, n) for l, n in zip(loops, nodes)}
-    if len(realize.iter_values) != len(loops) or not _is_true(realize.predicate):
+    if len(realize.iter_values) != len(loops) or not ir.is_true(realize.predicate):
         return None
     infos = []
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
@@ -104,10 +104,6 @@ def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
 
 def block_realize(sch: Schedule, block: BlockRV) -> BlockRealize:
     return tree.find_realize(sch.func, sch.get(block).name)
-
-
-def _is_true(cond: ir.Expr) -> bool:
-    return isinstance(cond, ir.IntImm) and bool(cond.value)
 
 
 def is_reduction(block: Block) -> bool:

@@ -30,6 +30,7 @@ vector lanes, as in the NCHWc schedules of vendor libraries.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 
 from tessel import ir
@@ -200,10 +201,8 @@ def cache_write_at(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:
     out = sch.cache_write(block, 0, WRITE_CACHE_SCOPE)
     consumers = sch.get_consumers(out)
     if len(consumers) == 1:
-        try:
+        with contextlib.suppress(ScheduleError):
             sch.reverse_compute_inline(consumers[0])
-        except ScheduleError:
-            pass
     sch.reverse_compute_at(out, at)
     return out
 

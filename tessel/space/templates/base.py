@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from tessel.ir import PrimFunc
 from tessel.ir.structural import structural_hash
 from tessel.schedule import IntRV, LoopRV, Schedule, ScheduleError, Trace
-from tessel.space.base import MAX_SAMPLE_TRIES, Neighbour, SearchSpace, SpaceError, check
+from tessel.space.base import (MAX_SAMPLE_TRIES, Neighbour, SearchSpace, SpaceError, check,
+                               first_valid)
 from tessel.space.postproc import Postproc, postprocess
 
 if TYPE_CHECKING:
@@ -141,14 +142,9 @@ class TemplateSpace(SearchSpace):
         return [self.apply_config(func, self.config_space(func).get(0))]
 
     def sample(self, func: PrimFunc, rng: random.Random) -> Schedule:
-        space, last = self.config_space(func), ""
-        for _ in range(MAX_SAMPLE_TRIES):
-            try:
-                return self.apply_config(func, space.random(rng))
-            except ScheduleError as err:
-                last = str(err)
-        raise SpaceError(f"template {self.name!r}: no legal config of {func.name} in "
-                         f"{MAX_SAMPLE_TRIES} tries (last error: {last})")
+        space = self.config_space(func)
+        return first_valid(lambda: self.apply_config(func, space.random(rng)),
+                           f"template {self.name!r}: no legal config of {func.name}")
 
     def config_of(self, func: PrimFunc, trace: Trace) -> Config:
         """The config whose knobs the trace's sampling decisions are."""

@@ -2,24 +2,21 @@
 packing the output tile into a local buffer, parallelizing, unrolling."""
 from __future__ import annotations
 
+import contextlib
+
 from tessel import ir
-from tessel.ir import REDUCE, Block, BlockRealize
+from tessel.ir import REDUCE, Block
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import SpaceError
+from tessel.space.rules.base import leaf_blocks
 from tessel.space.rules.tiling import cache_write_at as pack_output  # noqa: F401 (shared)
-
-
-def leaf_blocks(sch: Schedule) -> list[Block]:
-    """Blocks without blocks inside, in program order."""
-    return [b for b in ir.blocks(sch.func.body)
-            if b is not sch.func.body.block and not ir.collect(b.body, BlockRealize)]
 
 
 def compute_block(sch: Schedule, template: str, n_spatial: int | None,
                   n_reduce: int) -> BlockRV:
     """The one reduction block of the workload, checked to have the expected iter vars
     (n_spatial None: at least 3, a batched operator)."""
-    reductions = [b for b in leaf_blocks(sch) if any(iv.kind == REDUCE for iv in b.iter_vars)]
+    reductions = [b for b in leaf_blocks(sch.func) if any(iv.kind == REDUCE for iv in b.iter_vars)]
     if len(reductions) != 1:
         raise SpaceError(f"template {template}: expected one reduction block, found "
                          f"{len(reductions)} in {sch.func.name}")
@@ -41,10 +38,8 @@ def inline_spatial_producers(sch: Schedule, block: BlockRV, keep_padding: bool) 
         node = sch.get(producer)
         if keep_padding and _has_condition(node):
             continue
-        try:
+        with contextlib.suppress(ScheduleError):
             sch.compute_inline(producer)
-        except ScheduleError:
-            pass
 
 
 def _has_condition(block: Block) -> bool:
@@ -66,7 +61,7 @@ def auto_unroll(sch: Schedule, loop: LoopRV, max_step: int) -> None:
 
 def parallel_rest(sch: Schedule, skip: set[str]) -> None:
     """Parallelize the outermost loop of every other root-level nest (padding, epilogues)."""
-    for blk in leaf_blocks(sch):
+    for blk in leaf_blocks(sch.func):
         if blk.name in skip or any(iv.kind == REDUCE for iv in blk.iter_vars):
             continue
         loops = sch.get_loops(sch.get_block(blk.name))
@@ -80,5 +75,5 @@ def parallel_rest(sch: Schedule, skip: set[str]) -> None:
                 continue
 
 
-__all__ = ["leaf_blocks", "compute_block", "inline_spatial_producers", "pack_output",
+__all__ = ["compute_block", "inline_spatial_producers", "pack_output",
            "parallel_outer", "auto_unroll", "parallel_rest"]

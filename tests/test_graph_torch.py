@@ -386,3 +386,29 @@ def test_data_dependent_op_is_named_with_its_node():
 def test_composite_ops_import_through_the_decomposition_fallback():
     fn = lambda a, b: torch.einsum("bij,bjk->bik", a, b) + F.mse_loss(a, a)  # noqa: E731
     check_matches(Fn(fn), randn(2, 3, 4), randn(2, 4, 5))
+
+
+class FusedQKV(nn.Module):
+    """A GPT-style attention whose fused qkv projection is split in three (aten.split), with
+    slices of computed tensors (a stride, narrow, a slice to the end) among its outputs."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.qkv, self.o, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(x).split(d, dim=-1))
+        y = (torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1) @ v).transpose(1, 2)
+        return self.o(y.reshape(b, t, d))[:, 1:7:2], torch.narrow(x, 2, 3, 5), x[:, 2:]
+
+
+def test_split_and_slices_of_computed_tensors_import():
+    module, x = FusedQKV().eval(), torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(0))
+    graph = from_torch(module, (x,))
+    assert sum(n.op == "slice" for n in graph.nodes) == 6  # three parts, three outputs
+    with torch.no_grad():
+        want = module(x)
+    for got, w in zip(run_graph(graph, {graph.inputs[0]: x.numpy()}), want):
+        np.testing.assert_allclose(got, w.numpy(), rtol=1e-4, atol=1e-5)

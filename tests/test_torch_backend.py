@@ -300,3 +300,15 @@ def test_a_graph_tessel_fails_on_runs_in_torch_unless_strict(monkeypatch):
         strict = torch.compile(module, backend="tessel", options={**FAST, "strict": True})
         with pytest.raises(Exception, match="a tessel bug"):
             strict(x)
+
+
+def test_split_and_slices_run_in_tessel():
+    """A fused qkv projection split in three and slices of computed tensors: no operator is
+    left to PyTorch (aten.split ran there before)."""
+    lin = nn.Linear(4, 12).eval()
+    module = lambda x: tuple(torch.relu(p[:, 1:]) for p in lin(x).split(4, dim=-1))  # noqa: E731
+    x = randn(3, 4)
+    with torch.no_grad():
+        got, said = compiled_warnings(torch.compile(module, backend="tessel", options=FAST), x)
+        assert_same(got, module(x))
+    assert said == []

@@ -18,6 +18,7 @@ by family. This module is the IR's view of them: `OPS` and `infer`.
 | layer_norm | x, scale[, bias] | axis (normalizes axes axis..end), epsilon |
 | reshape | x | shape (static, no -1 or 0) |
 | transpose | x | perm |
+| slice | x | starts, ends, steps (one per axis: the range(start, end, step) of indices taken) |
 | concat | x0, x1, ... | axis |
 
 Layouts are PyTorch's (NC[D]HW data, OI[D]HW conv weights); float32 unless said. `pads` list

@@ -123,5 +123,29 @@ class GraphBuilder:
             return self.derive(v, np.transpose(v.array, perm), "transposed")
         return (self.out if final else self.emit)("transpose", [v], perm=perm)
 
+    def slice(self, v: Any, ranges: Sequence[range], final: bool = False) -> Any:
+        """The elements of `v` at `ranges`, one per axis (tessel.graph.opdefs.shape
+        slice_range); a constant is sliced at import."""
+        if all(r == range(n) for r, n in zip(ranges, self.shape(v))):
+            return v
+        if isinstance(v, Const):
+            return self.derive(v, v.array[np.ix_(*ranges)] if ranges else v.array, "sliced")
+        return (self.out if final else self.emit)(
+            "slice", [v], starts=tuple(r.start for r in ranges),
+            ends=tuple(r.stop for r in ranges), steps=tuple(r.step for r in ranges))
+
+    def split(self, v: Any, axis: int, sizes: Sequence[int]) -> list[Any]:
+        """`v` cut along `axis` into consecutive parts of `sizes` (they must add up)."""
+        shape = self.shape(v)
+        self.check(sum(sizes) == shape[axis] and all(int(n) >= 1 for n in sizes),
+                   f"split sizes {list(sizes)} do not cut axis {axis} of {shape} into "
+                   f"non-empty parts")
+        ranges, start, parts = [range(n) for n in shape], 0, []
+        for n in sizes:
+            ranges[axis] = range(start, start + int(n))
+            parts.append(self.slice(v, list(ranges)))
+            start += int(n)
+        return parts
+
 
 __all__ = ["Const", "Value", "GraphBuilder"]

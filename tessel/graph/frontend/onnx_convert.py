@@ -17,6 +17,7 @@ import onnx
 from tessel.graph.frontend import onnx_fold
 from tessel.graph.frontend.context import Const, Value
 from tessel.graph.frontend.onnx_fold import axes_of, reshape_target
+from tessel.graph.opdefs.shape import slice_range
 from tessel.graph.ops import broadcast_shape
 
 if TYPE_CHECKING:
@@ -296,6 +297,40 @@ def _expand(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.out("add", [ins[0], ctx.new_const(zeros, "zeros")])
 
 
+def _slice(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """Slice: starts, ends, axes and steps are attributes before opset 10, constant inputs
+    since; numpy's clamping of out-of-range bounds (ONNX's too), negative steps included."""
+    shape = ctx.shape(ins[0])
+    given = [None, *(ctx.const(ins, k, what) for k, what in
+                     ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")))]
+    starts, ends = attrs.get("starts", given[1]), attrs.get("ends", given[2])
+    ctx.check(starts is not None and ends is not None, "needs starts and ends")
+    axes = onnx_fold.axes_of(attrs, given, 3) or list(range(len(starts)))
+    steps = [1] * len(starts) if given[4] is None else given[4]
+    ranges = [range(n) for n in shape]
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        ctx.check(-len(shape) <= int(axis) < len(shape) and int(step) != 0,
+                  f"axis {int(axis)} or step {int(step)} does not fit shape {shape}")
+        n = shape[int(axis)]
+        ranges[int(axis)] = slice_range(n, int(start), int(end), int(step))
+    return ctx.slice(ins[0], ranges, final=True)
+
+
+def _split(ctx: Importer, ins: list, attrs: dict) -> list[Value]:
+    """Split into the sizes `split` gives (an attribute before opset 13, an input since), else
+    into the node's outputs (`num_outputs` since opset 18): equal parts, the last smaller."""
+    shape = ctx.shape(ins[0])
+    axis = int(attrs.get("axis", 0))
+    ctx.check(-len(shape) <= axis < len(shape), f"axis {axis} out of range for {shape}")
+    axis %= len(shape)
+    sizes = attrs.get("split", ctx.const(ins, 1, "split"))
+    if sizes is None:
+        parts = int(attrs.get("num_outputs", ctx.n_outputs))
+        chunk = -(-shape[axis] // parts)
+        sizes = [min(chunk, shape[axis] - k * chunk) for k in range(parts)]
+    return ctx.split(ins[0], axis, [int(n) for n in sizes])
+
+
 # ONNX operators that are one canonical unary operator with default attributes
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp",
          "Log": "log", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs", "HardSwish": "hardswish"}
@@ -317,5 +352,5 @@ CONVERTERS: dict[str, Converter] = {
     "Concat": lambda ctx, ins, attrs: ctx.out("concat", ins, axis=int(attrs["axis"])),
     "Softmax": _softmax, "LayerNormalization": _layer_norm,
     "Identity": lambda ctx, ins, attrs: ins[0], "Dropout": _dropout, "Cast": _cast,
-    "Shape": _shape_of, "Size": _shape_of, "Expand": _expand,
+    "Shape": _shape_of, "Size": _shape_of, "Expand": _expand, "Slice": _slice, "Split": _split,
 }

@@ -95,6 +95,7 @@ class Importer(GraphBuilder):
         g = proto.graph
         self.proto = proto
         self.opset = _opset(proto)
+        self.n_outputs = 1  # of the node being converted (Split without sizes splits by it)
         self.env: dict[str, Value] = {
             t.name: Const(t.name, weights[t.name] if t.name in weights
                           else numpy_helper.to_array(t)) for t in g.initializer}
@@ -125,6 +126,7 @@ class Importer(GraphBuilder):
         check(node.domain in ("", "ai.onnx"), f"node {self.label}: operator {node.domain}."
                                               f"{node.op_type} of a custom domain is not supported")
         ins = [self._lookup(v) if v else None for v in node.input]
+        self.n_outputs = len(node.output)
         foldable = node.op_type in FOLD and all(v is None or isinstance(v, Const) for v in ins)
         if not foldable and node.op_type not in CONVERTERS:
             raise GraphError(_unsupported(node.op_type, self.label, ins))
@@ -150,9 +152,12 @@ class Importer(GraphBuilder):
                                      f"the model sorted?)")
         return self.env[name]
 
-    def _bind(self, node: onnx.NodeProto, value: Value) -> None:
-        self.env[node.output[0]] = value
-        for i, extra in enumerate(node.output[1:], 1):
+    def _bind(self, node: onnx.NodeProto, value: Value | list[Value]) -> None:
+        """The node's outputs: one value, or a list (Split) of one per output."""
+        values = value if isinstance(value, list) else [value]
+        for name, v in zip(node.output, values):
+            self.env[name] = v
+        for i, extra in enumerate(node.output[len(values):], len(values)):
             self.check(not extra or not self.uses.get(extra), f"output {i} ({extra!r}) is used, "
                        f"but tessel translates only the first output of {node.op_type}")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from tessel.graph.frontend.context import Const
 from tessel.graph.frontend.torch_context import Context, Converter, Missing, each
+from tessel.graph.opdefs.shape import slice_range
 
 # ---- dense ----
 
@@ -166,6 +167,30 @@ def _stack(c: Context, a: dict) -> Any:
     return c.out("concat", parts, axis=axis) if len(parts) > 1 else parts[0]
 
 
+def _slice(c: Context, a: dict) -> Any:
+    """aten.slice.Tensor and narrow: numpy's x[start:end:step] along one axis."""
+    shape = c.shape(a["self"])
+    axis = int(a["dim"]) % len(shape)
+    start = a.get("start")
+    end = a.get("end") if "length" not in a else int(start) + int(a["length"])
+    ranges = [range(n) for n in shape]
+    ranges[axis] = slice_range(shape[axis], None if start is None else int(start),
+                               None if end is None else int(end), int(a.get("step", 1)))
+    return c.slice(a["self"], ranges, final=True)
+
+
+def _split(c: Context, a: dict) -> list[Any]:
+    """split.Tensor (parts of split_size, the last smaller) and split_with_sizes."""
+    shape = c.shape(a["self"])
+    axis = int(a["dim"]) % len(shape)
+    if "split_sizes" in a:
+        sizes = [int(n) for n in a["split_sizes"]]
+    else:
+        step = int(a["split_size"])
+        sizes = [min(step, shape[axis] - k) for k in range(0, shape[axis], step)]
+    return c.split(a["self"], axis, sizes)
+
+
 # aten operators (and their in-place forms) that are one canonical unary operator
 UNARY = "relu sigmoid tanh erf exp log sqrt neg abs hardswish".split()
 _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
@@ -205,4 +230,6 @@ ATEN: dict[str, Converter] = {
     **each("native_dropout.default", _native_dropout),
     **each("cat.default", _cat),
     **each("stack.default", _stack),
+    **each("slice.Tensor narrow.default", _slice),
+    **each("split.Tensor split_with_sizes.default", _split),
 }

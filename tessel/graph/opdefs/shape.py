@@ -1,5 +1,5 @@
 """Operators that move elements without computing: reshape (a view: the runtime aliases
-it), transpose and concat (index remapping). They keep their input's dtype."""
+it), transpose, slice and concat (index remapping). They keep their input's dtype."""
 from __future__ import annotations
 
 import math
@@ -79,6 +79,58 @@ define("transpose", "injective", _transpose_infer, _transpose_lower,
        layout="barrier", keeps_dtype=True, torch=lambda t, x, perm: x.permute(perm),
        examples=[Example((X3,), dict(perm=(2, 0, 1))),
                  Example(((2, 3, 5, 7),), dict(perm=(0, 2, 3, 1)))])
+
+
+# ---- slice ----
+
+def slice_range(n: int, start: int | None, end: int | None, step: int | None) -> range:
+    """The indices numpy's `x[start:end:step]` takes along an axis of `n` (the clamping of
+    ONNX Slice and torch's slice too), as a range: its start, stop and step are the slice
+    operator's attributes for that axis."""
+    return range(n)[slice(start, end, step)]
+
+
+def _slice_infer(inputs, attrs, label):
+    x = inputs[0].shape
+    starts, ends, steps = (tuple(int(v) for v in attrs[k]) for k in ("starts", "ends", "steps"))
+    check(len(starts) == len(ends) == len(steps) == len(x),
+          f"node {label} (slice): starts, ends and steps need one entry per axis of {x}")
+    out = []
+    for n, start, end, step in zip(x, starts, ends, steps):
+        taken = range(start, end, step)
+        check(step != 0 and len(taken) >= 1 and 0 <= taken[0] < n and 0 <= taken[-1] < n,
+              f"node {label} (slice): range({start}, {end}, {step}) takes no element or "
+              f"leaves an axis of {n} (shapes are static: empty slices are not supported)")
+        out.append(len(taken))
+    attrs.update(starts=starts, ends=ends, steps=steps)
+    return tuple(out)
+
+
+def _slice_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    x, = args
+    return elementwise(out.shape, lambda i: x[tuple(s + v * st for v, s, st in zip(
+        i, a["starts"], a["steps"]))], name)
+
+
+def _slice_reference(args, a, out):
+    x = args[0]
+    for axis, (s, e, st) in enumerate(zip(a["starts"], a["ends"], a["steps"])):
+        x = np.take(x, np.arange(s, e, st), axis=axis)
+    return x
+
+
+def _slice_torch(t, x, starts, ends, steps):
+    for axis, (s, e, st) in enumerate(zip(starts, ends, steps)):
+        x = x.index_select(axis, t.arange(s, e, st))
+    return x
+
+
+define("slice", "injective", _slice_infer, _slice_lower, _slice_reference,
+       attrs=dict(starts=REQUIRED, ends=REQUIRED, steps=REQUIRED), layout="barrier",
+       keeps_dtype=True, torch=_slice_torch,
+       examples=[Example((X3,), dict(starts=(1, 0, 2), ends=(3, 5, 7), steps=(1, 2, 3))),
+                 Example(((4, 6),), dict(starts=(3, 5), ends=(-1, 0), steps=(-1, -2))),
+                 Example(((2, 9),), dict(starts=(0, 8), ends=(2, 9), steps=(1, 1)))])
 
 
 # ---- concat ----

@@ -15,16 +15,18 @@ buffers are placeholders, with example inputs. The backend
 2. splits the ATen graph into the largest pieces tessel translates (torch.fx's
    CapabilityBasedPartitioner over `tessel.graph.frontend.torch_import.ATEN`; a node whose
    converter refuses its arguments is left out and the split redone) and leaves every other
-   operator to
-   PyTorch, saying once, in one line, which operators those are;
+   operator to PyTorch, saying once, in one line, which operators those are;
 3. compiles each piece with `tessel.compile_model`: tuned kernels where the database holds
    records, the fallback (expert priors by default) elsewhere; with `tune=N` it first tunes
    the pieces' tasks for N trials in all.
 
-Options (`torch.compile(..., options={...})`): "database" (a path; default ./tessel.db when it
-exists, as the `tessel` command writes it), "fallback" ("prior" or "unscheduled"), "tune"
-(trials, default 0), "strict" (raise when a task has no record), "layout" (as compile_model),
-"target" (default "host").
+Where eager runs, so does the compiled module: a graph tessel fails to export or compile runs
+in PyTorch, said in one line naming the error ("strict" raises it instead).
+
+Options (`torch.compile(..., options={...})`): "database" (a path; default ./tessel.db when
+it exists, as the `tessel` command writes it), "fallback" ("prior" or "unscheduled"), "tune"
+(trials, default 0), "strict" (raise when a task has no record, or on any failure inside
+tessel), "layout" (as compile_model), "target" (default "host").
 
 Guards. Dynamo recompiles when an input's shape, dtype or the grad mode changes. When it hands
 over a graph with dynamic shapes (its automatic dynamic shapes, after a second shape, or

@@ -14,11 +14,13 @@ from onnx.backend.test.case.node import collect_testcases  # noqa: E402
 
 import tessel  # noqa: E402
 
-OPERATORS = {"Slice", "Split"}
+OPERATORS = {"Slice", "Split", "ReduceMean", "ReduceSum", "ReduceSumSquare"}
 SKIPPED = {  # case -> why tessel does not run it
     "test_slice_start_out_of_bounds": "an empty output (tessel's shapes are positive)",
     "test_split_zero_size_splits_opset13": "empty outputs (tessel's shapes are positive)",
     "test_split_zero_size_splits_opset18": "empty outputs (tessel's shapes are positive)",
+    **{f"test_reduce_sum{kind}_empty_set{more}": "an empty input (tessel's shapes are positive)"
+       for kind in ("", "_square") for more in ("", "_non_reduced_axis_zero", "_expanded")},
 }
 CASES = [c for c in collect_testcases()
          if {n.op_type for n in c.model.graph.node} <= OPERATORS and c.name not in SKIPPED]
@@ -38,7 +40,7 @@ def frozen(model, inputs):
 
 def test_every_operator_has_cases():
     assert {n.op_type for c in CASES for n in c.model.graph.node} == OPERATORS
-    assert len(CASES) >= 20
+    assert len(CASES) >= 45
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -49,4 +51,4 @@ def test_node_case(case):
         got = compiled(**feeds)
         assert len(got) == len(outputs)
         for g, want in zip(got, outputs):
-            np.testing.assert_array_equal(g, want)
+            np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)  # (its own)

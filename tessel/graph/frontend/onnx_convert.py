@@ -209,16 +209,27 @@ def _global_max_pool(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.out("max_pool", ins[:1], kernel=spatial, strides=(1,) * len(spatial))
 
 
-def _reduce_mean(ctx: Importer, ins: list, attrs: dict) -> Value:
-    rank = len(ctx.shape(ins[0]))
-    axes = axes_of(attrs, [None, ctx.const(ins, 1, "axes")], 1)
-    if not axes and attrs.get("noop_with_empty_axes", 0):
-        return ins[0]
-    axes, keep = tuple(axes or range(rank)), bool(attrs.get("keepdims", 1))
-    if keep or len(set(a % rank for a in axes)) < rank:
-        return ctx.out("reduce_mean", ins[:1], axes=axes, keepdims=keep)
-    return ctx.reshape(ctx.emit("reduce_mean", ins[:1], axes=axes, keepdims=keep), (),
-                       final=True)  # ONNX: a full reduction without keepdims is a scalar
+def _reduce(total: bool, square: bool = False) -> Converter:
+    """ReduceMean, and ReduceSum as the mean times the count (as the torch importer's sum);
+    ReduceSumSquare sums x * x."""
+    def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
+        shape = ctx.shape(ins[0])
+        if square:
+            ins = [ctx.emit("mul", [ins[0], ins[0]]), *ins[1:]]
+        axes = axes_of(attrs, [None, ctx.const(ins, 1, "axes")], 1)
+        if not axes and attrs.get("noop_with_empty_axes", 0):
+            return ins[0]
+        axes, keep = tuple(axes or range(len(shape))), bool(attrs.get("keepdims", 1))
+        scalar = not keep and len({a % len(shape) for a in axes}) == len(shape)
+        if not total and not scalar:
+            return ctx.out("reduce_mean", ins[:1], axes=axes, keepdims=keep)
+        out = ctx.emit("reduce_mean", ins[:1], axes=axes, keepdims=keep)
+        if total:
+            count = math.prod(shape[a % len(shape)] for a in set(axes))
+            out = (ctx.emit if scalar else ctx.out)("mul", [out, ctx.scalar(float(count))])
+        # ONNX: a full reduction without keepdims is a scalar
+        return ctx.reshape(out, (), final=True) if scalar else out
+    return convert
 
 
 # ---- layout and shapes ----
@@ -346,7 +357,8 @@ CONVERTERS: dict[str, Converter] = {
     "BatchNormalization": _batch_norm, "MaxPool": _pool("max_pool"),
     "AveragePool": _pool("avg_pool"), "GlobalMaxPool": _global_max_pool,
     "GlobalAveragePool": lambda ctx, ins, attrs: ctx.out("global_avg_pool", ins[:1]),
-    "ReduceMean": _reduce_mean, "Flatten": _flatten, "Reshape": _reshape,
+    "ReduceMean": _reduce(False), "ReduceSum": _reduce(True),
+    "ReduceSumSquare": _reduce(True, square=True), "Flatten": _flatten, "Reshape": _reshape,
     "Squeeze": _reshape_axes(onnx_fold.squeeze_shape),
     "Unsqueeze": _reshape_axes(onnx_fold.unsqueeze_shape), "Transpose": _transpose,
     "Concat": lambda ctx, ins, attrs: ctx.out("concat", ins, axis=int(attrs["axis"])),

@@ -94,6 +94,7 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
     built: dict[str, BuiltKernel] = {}
     statuses = []
     space = make_space("auto", target) if fallback == "prior" else None
+    fallbacks = {} if fallbacks is None else fallbacks
     for task in tasks:
         # the kernel's parameters that are the model's weights (lower_group): their packing
         # runs once, here, as the tuner measured it (pack stages at the root: postprocs_for)
@@ -109,10 +110,9 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
                                      for w in protocols(task.workload)) if f is not None), None)
         how = "tuned"
         if func is None:
-            memo = {} if fallbacks is None else fallbacks
-            if task.key not in memo:
-                memo[task.key] = fallback_program(task.workload, space, posts)
-            func, how = memo[task.key]
+            if task.key not in fallbacks:
+                fallbacks[task.key] = fallback_program(task.workload, space, posts)
+            func, how = fallbacks[task.key]
         statuses.append(TaskStatus(task, how, record))
         main, packs = split_prepacks(func, constant, drop_unread=True)
         built[task.key] = BuiltKernel(build(main, target),

@@ -74,17 +74,16 @@ class TesselGraph:
         try:
             program = torch.export.export(self.gm, tuple(args))
         except Exception as e:  # noqa: BLE001  torch raises many types
-            say(f"torch.export could not trace graph {_name(self.gm)} "
-                 f"({type(e).__name__}: {str(e).strip().splitlines()[0]}); it runs in PyTorch")
+            say(f"torch.export could not trace graph {_name(self.gm)} ({_first_line(e)}); it "
+                f"runs in PyTorch")
             return self.gm.forward
         try:
             return Split(program, args, self.constant, _name(self.gm)).build(self.options)
         except Exception as e:  # noqa: BLE001  eager runs it: so must torch.compile
             if self.options.strict:
                 raise
-            say(f"tessel could not compile graph {_name(self.gm)} ({type(e).__name__}: "
-                f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}); it runs in "
-                f"PyTorch")
+            say(f"tessel could not compile graph {_name(self.gm)} ({_first_line(e)}); it runs "
+                f"in PyTorch")
             return self.gm.forward
 
 
@@ -111,6 +110,11 @@ def _version(t: Any) -> int:
         return t._version
     except RuntimeError:  # an inference tensor has no version counter (cannot change)
         return 0
+
+
+def _first_line(e: Exception) -> str:
+    """'KeyError: the first line of its message' (an empty message too)."""
+    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
 
 
 def _name(gm: Any) -> str:

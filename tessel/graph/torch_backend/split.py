@@ -44,15 +44,16 @@ class Split:
         # what feeds each placeholder: Dynamo's k-th argument, or a tensor torch.export lifted
         # out of the graph (a constant, a buffer or parameter the graph module held)
         self.feeds: list[tuple[str, Any]] = []
+        user = 0
         for spec in program.graph_signature.input_specs:
             if spec.kind == InputKind.USER_INPUT:
-                self.feeds.append(("arg", sum(kind == "arg" for kind, _ in self.feeds)))
+                self.feeds.append(("arg", user))
+                user += 1
             else:
                 lifted = (program.state_dict[spec.target] if spec.target in program.state_dict
                           else program.constants[spec.target])
                 self.feeds.append(("lifted", lifted.clone()))  # (no view: detach_ on it)
-        check(len(placeholders) == len(self.feeds) and
-              sum(kind == "arg" for kind, _ in self.feeds) == len(args),
+        check(len(placeholders) == len(self.feeds) and user == len(args),
               f"graph {name}: the exported program takes {len(placeholders)} inputs, Dynamo "
               f"passed {len(args)}")
         self.bindings: dict[str, Any] = {}

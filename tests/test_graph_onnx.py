@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tessel.graph import OPS, GraphError  # noqa: E402
-from tessel.graph.frontend.onnx_convert import UNARY  # noqa: E402
+from tessel.graph.frontend.onnx_convert_math import UNARY  # noqa: E402
 from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
 from tessel.graph.reference import run_graph  # noqa: E402
 

@@ -11,15 +11,20 @@ arithmetic that exporters emit. Anything else raises `GraphError` naming the ONN
 node; nothing is dropped silently. Graph values keep their ONNX names where a node produces
 them; the extra values a translation needs are named after the ONNX output they lead to.
 
-This module is the driver (inputs, constant folding, dispatch, outputs); the converters and
-`CONVERTERS` live in `tessel.graph.frontend.onnx_convert`.
+This module is the driver (inputs, constant folding, dispatch, outputs); `CONVERTERS` merges
+the converter tables of `onnx_convert_nn` (convolutions, Gemm, pooling, normalizations),
+`onnx_convert_math` (elementwise, reductions) and `onnx_convert_shape` (layout and shapes). A
+converter is `fn(importer, inputs, attrs) -> value`: `inputs` are the node's inputs (a graph
+value's name, a `Const` known at import, or None for an absent optional input), `attrs` its
+decoded attributes; it adds canonical operators through the `Importer` and returns the value
+of the node's first output (a list of them for a node with several outputs).
 """
 from __future__ import annotations
 
 import os
 from numbers import Integral
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -28,9 +33,14 @@ from onnx import helper, numpy_helper
 
 from tessel.graph.frontend import onnx_file, onnx_fold
 from tessel.graph.frontend.context import Const, GraphBuilder, Value
-from tessel.graph.frontend.onnx_convert import CONVERTERS
+from tessel.graph.frontend.onnx_convert_math import MATH
+from tessel.graph.frontend.onnx_convert_nn import NN
+from tessel.graph.frontend.onnx_convert_shape import SHAPE
 from tessel.graph.frontend.onnx_fold import FOLD
 from tessel.graph.ir import Graph, GraphError, check
+
+Converter = Callable[["Importer", list, dict], Any]
+CONVERTERS: dict[str, Converter] = {**NN, **MATH, **SHAPE}
 
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
@@ -227,4 +237,4 @@ def _unsupported(op_type: str, label: str, ins: list) -> str:
             f"on constant inputs")
 
 
-__all__ = ["from_onnx", "Importer", "Const", "CONVERTERS"]
+__all__ = ["from_onnx", "Importer", "Const", "Converter", "CONVERTERS"]

@@ -1,0 +1,189 @@
+"""ONNX converters of the network layers: convolutions, Gemm and MatMul, pooling, the
+normalizations, softmax (`NN`, merged into `onnx_import.CONVERTERS`)."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from tessel.graph.frontend.context import Const, Value
+
+if TYPE_CHECKING:
+    from tessel.graph.frontend.onnx_import import Converter, Importer
+
+
+def _opt(ins: list, index: int) -> Value | None:
+    return ins[index] if index < len(ins) else None
+
+
+def _present(ins: list) -> list[Value]:
+    return [v for v in ins if v is not None]
+
+
+def _same_pads(spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+               dilations: Sequence[int], upper: bool) -> tuple[int, ...]:
+    """auto_pad SAME_*: the output keeps ceil(n / stride); odd padding goes at the end
+    (SAME_UPPER) or the beginning (SAME_LOWER)."""
+    begins, ends = [], []
+    for n, k, s, d in zip(spatial, kernel, strides, dilations):
+        total = max(0, (math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n)
+        begins.append(total // 2 if upper else total - total // 2)
+        ends.append(total - begins[-1])
+    return (*begins, *ends)
+
+
+def _pads(ctx: Importer, attrs: dict, spatial: Sequence[int], kernel: Sequence[int],
+          strides: Sequence[int], dilations: Sequence[int]) -> tuple[int, ...]:
+    auto, nd = attrs.get("auto_pad", "NOTSET"), len(kernel)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        return _same_pads(spatial, kernel, strides, dilations, auto == "SAME_UPPER")
+    ctx.check(auto in ("NOTSET", "VALID"), f"unknown auto_pad {auto!r}")
+    return tuple(attrs.get("pads", [0] * 2 * nd)) if auto == "NOTSET" else (0,) * 2 * nd
+
+
+def _window(attrs: dict, nd: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(attrs.get("strides", [1] * nd)), tuple(attrs.get("dilations", [1] * nd))
+
+
+def _conv(ctx: Importer, ins: list, attrs: dict) -> Value:
+    spatial, kernel = ctx.shape(ins[0])[2:], ctx.shape(ins[1])[2:]
+    strides, dilations = _window(attrs, len(kernel))
+    pads = _pads(ctx, attrs, spatial, kernel, strides, dilations)
+    return ctx.out("conv", _present(ins), strides=strides, pads=pads, dilations=dilations,
+                   groups=int(attrs.get("group", 1)))
+
+
+def _transpose_pads(attrs: dict, spatial: Sequence[int], kernel: Sequence[int],
+                    strides: Sequence[int], dilations: Sequence[int],
+                    opad: list[int]) -> tuple[int, ...]:
+    """Explicit pads of a ConvTranspose. An output_shape (or SAME auto_pad) sets them as ONNX
+    Runtime does; an output larger than the unpadded one grows `opad` in place."""
+    auto, nd = attrs.get("auto_pad", "NOTSET"), len(kernel)
+    target = attrs.get("output_shape")
+    if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = [n * s for n, s in zip(spatial, strides)]
+    if target is None:
+        return tuple(attrs.get("pads", [0] * 2 * nd)) if auto == "NOTSET" else (0,) * 2 * nd
+    begins, ends = [], []
+    for i, size in enumerate(list(target)[-nd:]):
+        full = (spatial[i] - 1) * strides[i] + opad[i] + (kernel[i] - 1) * dilations[i] + 1
+        opad[i] += max(0, size - full)
+        total = max(0, full - size)
+        begins.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
+        ends.append(total - begins[-1])
+    return (*begins, *ends)
+
+
+def _conv_transpose(ctx: Importer, ins: list, attrs: dict) -> Value:
+    spatial, kernel = ctx.shape(ins[0])[2:], ctx.shape(ins[1])[2:]
+    strides, dilations = _window(attrs, len(kernel))
+    opad = [int(p) for p in attrs.get("output_padding", [0] * len(kernel))]
+    pads = _transpose_pads(attrs, spatial, kernel, strides, dilations, opad)
+    return ctx.out("conv_transpose", _present(ins), strides=strides, pads=pads,
+                   output_padding=tuple(opad), dilations=dilations,
+                   groups=int(attrs.get("group", 1)))
+
+
+def _row_bias(ctx: Importer, c: Value | None, beta: float, n: int) -> Const | None:
+    """Gemm's C as a dense bias (N,), when it is a constant that broadcasts along rows."""
+    if not isinstance(c, Const) or c.array.ndim > 2 or c.array.size not in (1, n):
+        return None
+    if c.array.ndim == 2 and c.array.shape[0] != 1:
+        return None
+    if beta == 1.0 and c.array.shape == (n,) and c.array.dtype == np.float32:
+        return c
+    row = np.broadcast_to(c.array.reshape(-1), (n,)) * np.float32(beta)
+    return ctx.derive(c, row.astype(np.float32), "bias")
+
+
+def _scaled(ctx: Importer, v: Value, factor: float) -> Value:
+    if factor == 1.0:
+        return v
+    if isinstance(v, Const):
+        return ctx.derive(v, v.array * np.float32(factor), "scaled")
+    return ctx.emit("mul", [v, ctx.scalar(factor)])
+
+
+def _gemm(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """alpha * A' B' + beta * C as dense(A', W) with W = B' transposed to (N, K)."""
+    x = ctx.transpose(ins[0], (1, 0)) if attrs.get("transA", 0) else ins[0]
+    w = ins[1] if attrs.get("transB", 0) else ctx.transpose(ins[1], (1, 0))
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    c = _opt(ins, 2) if beta != 0.0 else None
+    bias = _row_bias(ctx, c, beta, ctx.shape(w)[0]) if alpha == 1.0 else None
+    if bias is not None or (c is None and alpha == 1.0):
+        return ctx.out("dense", _present([x, w, bias]))
+    y = ctx.emit("dense", [x, w])
+    if c is None:
+        return ctx.out("mul", [y, ctx.scalar(alpha)])
+    if alpha != 1.0:
+        y = ctx.emit("mul", [y, ctx.scalar(alpha)])
+    return ctx.out("add", [y, _scaled(ctx, c, beta)])
+
+
+def _matmul(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """numpy matmul: a constant 2-D right operand makes a dense layer; 1-D operands get a
+    unit axis (removed again from the result)."""
+    a, b = ins
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if isinstance(b, Const) and len(sb) == 2:
+        return ctx.out("dense", [a, ctx.transpose(b, (1, 0))])
+    if len(sa) >= 2 and len(sb) >= 2:
+        return ctx.out("matmul", [a, b])
+    a2 = ctx.reshape(a, (1, *sa)) if len(sa) == 1 else a
+    y = ctx.emit("matmul", [a2, ctx.reshape(b, (*sb, 1)) if len(sb) == 1 else b])
+    ys = ctx.shape(y)
+    shape = ys[:-2] + (ys[-2:-1] if len(sa) > 1 else ()) + (ys[-1:] if len(sb) > 1 else ())
+    return ctx.reshape(y, shape, final=True)
+
+
+def _batch_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
+    ctx.check(not attrs.get("training_mode", 0) and attrs.get("spatial", 1) == 1,
+              "only the inference form (training_mode=0, spatial=1) is supported")
+    return ctx.out("batch_norm", ins[:5], epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+def _pool(op: str) -> Converter:
+    def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
+        kernel = tuple(int(k) for k in attrs["kernel_shape"])
+        strides, dilations = _window(attrs, len(kernel))
+        ctx.check(all(d == 1 for d in dilations),
+                  f"dilated pooling ({dilations}) is not supported")
+        pads = _pads(ctx, attrs, ctx.shape(ins[0])[2:], kernel, strides, dilations)
+        extra = {"count_include_pad": bool(attrs.get("count_include_pad", 0))} \
+            if op == "avg_pool" else {}
+        return ctx.out(op, ins[:1], kernel=kernel, strides=strides, pads=pads,
+                       ceil_mode=bool(attrs.get("ceil_mode", 0)), **extra)
+    return convert
+
+
+def _global_max_pool(ctx: Importer, ins: list, attrs: dict) -> Value:
+    spatial = ctx.shape(ins[0])[2:]
+    return ctx.out("max_pool", ins[:1], kernel=spatial, strides=(1,) * len(spatial))
+
+
+def _softmax(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """Before opset 13, Softmax flattens axes [axis, rank) into one and normalizes over it."""
+    x, shape = ins[0], ctx.shape(ins[0])
+    if ctx.opset >= 13:
+        return ctx.out("softmax", [x], axis=int(attrs.get("axis", -1)))
+    axis = int(attrs.get("axis", 1)) % len(shape)
+    if axis == len(shape) - 1:
+        return ctx.out("softmax", [x], axis=axis)
+    flat = ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+    return ctx.reshape(ctx.emit("softmax", [flat], axis=1), shape, final=True)
+
+
+def _layer_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
+    return ctx.out("layer_norm", _present(ins[:3]), axis=int(attrs.get("axis", -1)),
+                   epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+NN: dict[str, Converter] = {
+    "Conv": _conv, "ConvTranspose": _conv_transpose, "Gemm": _gemm, "MatMul": _matmul,
+    "BatchNormalization": _batch_norm, "MaxPool": _pool("max_pool"),
+    "AveragePool": _pool("avg_pool"), "GlobalMaxPool": _global_max_pool,
+    "GlobalAveragePool": lambda ctx, ins, attrs: ctx.out("global_avg_pool", ins[:1]),
+    "Softmax": _softmax, "LayerNormalization": _layer_norm,
+}

@@ -19,6 +19,16 @@ def test_ops_lists_every_workload(capsys):
     assert all(name in out for name in ops.SUITE)
 
 
+def test_ops_onnx_lists_the_translated_operators(capsys):
+    pytest.importorskip("onnx")
+    from tessel.graph.frontend.onnx_import import CONVERTERS
+    assert cli.main(["ops", "--onnx"]) == 0
+    translated, folded = capsys.readouterr().out.splitlines()
+    assert translated.split(": ")[1].split() == sorted(CONVERTERS)
+    assert {"Gather", "Where", "Cast", "Slice"} <= set(CONVERTERS)
+    assert "Range" in folded and "Gather" not in folded
+
+
 def test_suite_builds_checks_and_times_a_workload(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TESSEL_CACHE_DIR", str(tmp_path))
     assert cli.main(["suite", "GMM", "SFM", "--budget", "0.05"]) == 0

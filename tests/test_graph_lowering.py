@@ -26,7 +26,10 @@ BN = [(5,)] * 4
 # constant of shape (); lowered as an immediate). Every operator's own examples
 # (tessel.graph.opdefs): a new operator is tested here without a line in this file.
 CASES = [(name, list(ex.inputs), dict(ex.attrs)) for name, op in OPS.items()
-         for ex in op.examples]
+         for ex in op.examples if not ex.dtypes]
+# the examples on integer and boolean tensors: (op, inputs, attrs, dtypes)
+TYPED = [(name, list(ex.inputs), dict(ex.attrs), ex.dtypes) for name, op in OPS.items()
+         for ex in op.examples if ex.dtypes]
 
 
 def _case_id(case):
@@ -62,7 +65,7 @@ def _arrays(op, inputs, seed=0):
 
 def _run(func, arrays):
     """Build `func` and run it on `arrays` (its input params); its one output."""
-    out = np.zeros(func.params[-1].shape, "float32")
+    out = np.zeros(func.params[-1].shape, func.params[-1].dtype)
     tessel.build(func, tessel.Target("host"))(*arrays, out)
     return out
 
@@ -100,7 +103,7 @@ def test_every_operator_is_defined_whole():
         assert op.layout in opdefs.base.LAYOUTS and op.examples, name
         assert callable(op.infer) and callable(op.lower) and callable(op.reference), name
         assert callable(op.torch), name  # the independent oracle of these tests
-    assert {op for op, _, _ in CASES} == set(OPS)
+    assert {op for op, _, _ in CASES} | {op for op, *_ in TYPED} == set(OPS)
     assert OPS["conv"].layout == "anchor" and OPS["relu"].layout == "channelwise"
     assert OPS["add"].layout == "broadcast" and OPS["reshape"].layout == "barrier"
 
@@ -143,6 +146,47 @@ def test_lowered_op_matches_reference_and_torch(op, inputs, attrs):
     func = te.create_func([*placeholders, out], name=f"lowered_{op}")
     got = _run(func, [a for a, s in zip(arrays, inputs) if not isinstance(s, float)])
     np.testing.assert_allclose(got, expected, **TOL)
+
+
+def _typed(rng, shape, dtype, domain):
+    """Small integers of either sign (valid rows of a gather from either end), 0/1 bools,
+    floats of a few units (casts truncate them both ways); no zeros in a "nonzero" domain."""
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype != "float32":
+        values = rng.integers(-3 if dtype.startswith("int") else 0, 4, shape)
+        return np.where(values == 0, 2, values).astype(dtype) if domain == "nonzero" \
+            else values.astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype("float32")
+
+
+def _same(got, want):
+    if got.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, **TOL)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op, inputs, attrs, dtypes", TYPED,
+                         ids=[f"{_case_id(c[:3])}:{','.join(c[3])}" for c in TYPED])
+def test_typed_op_matches_reference_and_torch(op, inputs, attrs, dtypes):
+    """The operators on integer and boolean tensors: reference, torch and the lowered kernel
+    agree exactly (integers, bools) or within TOL (floats), in the output's dtype."""
+    rng = np.random.default_rng(0)
+    arrays = [_typed(rng, s, d, OPS[op].domains.get(i))
+              for i, (s, d) in enumerate(zip(inputs, dtypes))]
+    g = Graph(op)
+    names = [g.add_input(f"x{i}", a.shape, str(a.dtype)) for i, a in enumerate(arrays)]
+    g.set_outputs([g.add_node(op, names, name=op, **attrs)])
+    node = g.nodes[0]
+    expected = evaluate(node, arrays)
+    assert expected.dtype == np.dtype(g.types[node.output].dtype)
+    want = OPS[op].torch(torch, *(torch.from_numpy(a) for a in arrays), **node.attrs).numpy()
+    _same(expected, want.astype(expected.dtype))
+    placeholders = [te.placeholder(a.shape, str(a.dtype), name=f"x{i}")
+                    for i, a in enumerate(arrays)]
+    func = te.create_func([*placeholders, lower(node, placeholders, "out")], name=op)
+    _same(_run(func, arrays), expected)
 
 
 def test_scalar_args_become_immediates():
@@ -287,7 +331,8 @@ def test_fused_chain_matches_reference(make, n_blocks):
     np.testing.assert_allclose(got, expected, **TOL)
 
 
-UNARY_ELEMWISE = [n for n, op in OPS.items() if op.kind == "elemwise" and op.n_inputs == (1, 1)]
+UNARY_ELEMWISE = [n for n, op in OPS.items() if op.kind == "elemwise" and op.n_inputs == (1, 1)
+                  and op.dtype in (opdefs.base.floats, opdefs.base.numbers)]
 
 
 @pytest.mark.parametrize("op", UNARY_ELEMWISE)
@@ -380,8 +425,8 @@ def test_evaluate_defaults_attributes_and_checks_shapes():
 @pytest.mark.parametrize("node, args, match", [
     (Node("conv", ("x", "w"), "y"), ["x", 2.0], "input 1 must be a tensor"),
     (Node("add", ("a", "b"), "y"), [2.0, 3.0], "both inputs are floats"),
-    (Node("add", ("a", "b"), "y"), ["x", "text"], "must be a te.Tensor or a float"),
-    (Node("gather", ("a",), "y"), ["x"], "unsupported operator 'gather'"),
+    (Node("add", ("a", "b"), "y"), ["x", "text"], "must be a te.Tensor, a float or a literal"),
+    (Node("scatter_nd", ("a",), "y"), ["x"], "unsupported operator 'scatter_nd'"),
     (Node("softmax", ("a",), "y", dict(axis=4)), ["x"], "axis 4 out of range"),
 ])
 def test_lower_errors(node, args, match):

@@ -339,9 +339,9 @@ def test_layout_ops():
     check_matches(Fn(lambda x: x.permute(2, 0, 1).clone().expand(1, 4, 2, 3)), randn(2, 3, 4))
 
 
-def test_expand_that_broadcasts_is_refused():
-    with pytest.raises(GraphError, match=r"aten\.expand.*broadcasting"):
-        from_torch(Fn(lambda x: x.expand(4, 3) + 1), (randn(1, 3),))
+def test_expand_that_broadcasts():
+    g = check_matches(Fn(lambda x: x.expand(4, 2, 3) * 2), randn(2, 1))
+    assert g.op_counts() == {"expand": 1, "mul": 1}
 
 
 def test_dropout_is_a_pass_through_in_eval_mode():

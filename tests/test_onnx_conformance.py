@@ -1,54 +1,160 @@
 """The ONNX node test cases that ship with the onnx package
-(onnx.backend.test.case.node.collect_testcases), for the operators listed here, compiled and
-run by tessel against the expected outputs. Inputs that decide shapes (int64 starts, ends,
-split sizes) are made initializers, as an export has them: tessel compiles for static shapes.
-Cases left out say why in SKIPPED."""
+(onnx.backend.test.case.node.collect_testcases): every case whose operators tessel translates
+(onnx_import.CONVERTERS) and whose tensors have tessel's dtypes (float32, the integers, bool)
+is compiled and run against its expected outputs. Inputs that decide shapes (Slice's starts,
+Reshape's shape, a reduction's axes: SHAPE_INPUTS) are made initializers, as an export has
+them: tessel compiles for static shapes. A case tessel does not pass is listed in FAILING with
+the reason, and runs as an expected failure (strict: one that starts passing must leave the
+list); the share that passes only grows (FLOOR)."""
 import copy
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 from onnx.backend.test.case.node import collect_testcases  # noqa: E402
 
 import tessel  # noqa: E402
+from tessel.graph.frontend.onnx_import import CONVERTERS  # noqa: E402
+from tessel.graph.opdefs.base import DTYPES  # noqa: E402
 
-OPERATORS = {"Slice", "Split", "ReduceMean", "ReduceSum", "ReduceSumSquare"}
-SKIPPED = {  # case -> why tessel does not run it
-    "test_slice_start_out_of_bounds": "an empty output (tessel's shapes are positive)",
-    "test_split_zero_size_splits_opset13": "empty outputs (tessel's shapes are positive)",
-    "test_split_zero_size_splits_opset18": "empty outputs (tessel's shapes are positive)",
-    **{f"test_reduce_sum{kind}_empty_set{more}": "an empty input (tessel's shapes are positive)"
-       for kind in ("", "_square") for more in ("", "_non_reduced_axis_zero", "_expanded")},
+_REDUCTIONS = ("ReduceMean ReduceSum ReduceSumSquare ReduceMax ReduceMin ReduceProd ReduceL1 "
+               "ReduceL2 ReduceLogSum ReduceLogSumExp").split()
+SHAPE_INPUTS = {  # op type -> the inputs that decide shapes (constants in an export)
+    "Slice": {1, 2, 3, 4}, "Split": {1}, "Reshape": {1}, "Expand": {1}, "Tile": {1},
+    "Pad": {1, 2, 3}, "Squeeze": {1}, "Unsqueeze": {1}, "Resize": {1, 2, 3}, "Upsample": {1},
+    "TopK": {1}, "Range": {0, 1, 2}, "OneHot": {1}, "ConstantOfShape": {0}, "CumSum": {1},
+    "Trilu": {1}, "Dropout": {1, 2}, "LSTM": {4}, "GRU": {4}, "RNN": {4},
+    **{op: {1} for op in _REDUCTIONS},
 }
-CASES = [c for c in collect_testcases()
-         if {n.op_type for n in c.model.graph.node} <= OPERATORS and c.name not in SKIPPED]
+_EMPTY = "an empty tensor (tessel's shapes are positive)"
+FAILING = {  # case -> why tessel does not pass it
+    **dict.fromkeys([
+        "test_slice_start_out_of_bounds", "test_split_zero_size_splits_opset13",
+        "test_split_zero_size_splits_opset18", "test_reduce_sum_empty_set",
+        "test_reduce_sum_empty_set_non_reduced_axis_zero", "test_reduce_sum_square_empty_set",
+        "test_reduce_sum_square_empty_set_expanded",
+    ], _EMPTY),
+    **dict.fromkeys([
+        "test_batchnorm_epsilon_training_mode", "test_batchnorm_example_training_mode",
+        "test_training_dropout", "test_training_dropout_default",
+        "test_training_dropout_default_mask", "test_training_dropout_mask",
+        "test_training_dropout_zero_ratio", "test_training_dropout_zero_ratio_mask",
+    ], "training mode (tessel compiles inference)"),
+    **dict.fromkeys([
+        "test_clip_default_int8_inbounds",
+    ], "Clip of integers (float32 only)"),
+    **dict.fromkeys([
+        "test_dropout_default_mask", "test_dropout_default_mask_ratio",
+    ], "Dropout's mask output is not computed"),
+    **dict.fromkeys([
+        "test_layer_normalization_2d_axis0", "test_layer_normalization_2d_axis1",
+        "test_layer_normalization_2d_axis_negative_1",
+        "test_layer_normalization_2d_axis_negative_2",
+        "test_layer_normalization_3d_axis0_epsilon", "test_layer_normalization_3d_axis1_epsilon",
+        "test_layer_normalization_3d_axis2_epsilon",
+        "test_layer_normalization_3d_axis_negative_1_epsilon",
+        "test_layer_normalization_3d_axis_negative_2_epsilon",
+        "test_layer_normalization_3d_axis_negative_3_epsilon",
+        "test_layer_normalization_4d_axis0", "test_layer_normalization_4d_axis1",
+        "test_layer_normalization_4d_axis2", "test_layer_normalization_4d_axis3",
+        "test_layer_normalization_4d_axis_negative_1",
+        "test_layer_normalization_4d_axis_negative_2",
+        "test_layer_normalization_4d_axis_negative_3",
+        "test_layer_normalization_4d_axis_negative_4", "test_layer_normalization_default_axis",
+    ], "its Mean and InvStdDev outputs are not computed (only Y is)"),
+    **dict.fromkeys([
+        "test_maxpool_with_argmax_2d_precomputed_pads",
+        "test_maxpool_with_argmax_2d_precomputed_strides",
+    ], "MaxPool's Indices output is not computed"),
+    **dict.fromkeys([
+        "test_mod_float_edge_cases_fmod_0_float32",
+    ], "the remainder's sign of zero and of inf operands differs from numpy's"),
+    **dict.fromkeys([
+        "test_pow_types_float32_int32", "test_pow_types_float32_int64",
+        "test_pow_types_float32_uint32", "test_pow_types_float32_uint64",
+        "test_pow_types_int32_float32", "test_pow_types_int32_int32",
+        "test_pow_types_int64_float32", "test_pow_types_int64_int64",
+    ], "Pow of integers or of two dtypes (tessel's pow is float32)"),
+    **dict.fromkeys([
+        "test_reduce_l1_empty_set", "test_reduce_l1_empty_set_expanded",
+        "test_reduce_l2_empty_set", "test_reduce_l2_empty_set_expanded",
+        "test_reduce_log_sum_empty_set", "test_reduce_log_sum_empty_set_expanded",
+        "test_reduce_log_sum_exp_empty_set", "test_reduce_log_sum_exp_empty_set_expanded",
+        "test_reduce_max_empty_set", "test_reduce_max_empty_set_bool",
+        "test_reduce_min_empty_set", "test_reduce_prod_empty_set",
+    ], _EMPTY),
+    **dict.fromkeys([
+        "test_reduce_max_bool_inputs", "test_reduce_min_bool_inputs",
+    ], "ReduceMax/ReduceMin of bools (float32 only)"),
+    **dict.fromkeys([
+        "test_reshape_allowzero_reordered",
+    ], "a dynamic dimension ('?') in the model's input"),
+}
+
+
+def _dtype(value_info) -> str:
+    t = value_info.type
+    if not t.HasField("tensor_type"):
+        return "not a tensor"
+    try:
+        return helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type).name
+    except (KeyError, TypeError, ValueError):
+        return "unknown"
+
+
+def in_scope(case) -> bool:
+    """Whether tessel translates every operator of the case and has every dtype it uses."""
+    graph = case.model.graph
+    return ({n.op_type for n in graph.node} <= set(CONVERTERS)
+            and all(_dtype(v) in DTYPES for v in [*graph.input, *graph.output]))
+
+
+CASES = [c for c in collect_testcases() if in_scope(c)]
 
 
 def frozen(model, inputs):
-    """`model` with its integer inputs made initializers; the remaining feeds by name."""
+    """`model` with the inputs that decide shapes made initializers; the feeds by name."""
     model, feeds = copy.deepcopy(model), {}
+    shape_inputs = {name for node in model.graph.node
+                    for k, name in enumerate(node.input) if k in SHAPE_INPUTS.get(node.op_type, ())}
     for info, array in zip(list(model.graph.input), inputs):
-        if np.asarray(array).dtype.kind in "iub":
+        if info.name in shape_inputs:
             model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), info.name))
             model.graph.input.remove(info)
         else:
-            feeds[info.name] = array
+            feeds[info.name] = np.asarray(array)
     return model, feeds
 
 
-def test_every_operator_has_cases():
-    assert {n.op_type for c in CASES for n in c.model.graph.node} == OPERATORS
-    assert len(CASES) >= 45
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_node_case(case):
+def run_case(case) -> None:
+    """Compile the case's model and compare every data set with its expected outputs."""
     for inputs, outputs in case.data_sets:
         model, feeds = frozen(case.model, inputs)
         compiled = tessel.compile_model(model, fallback="unscheduled")
         got = compiled(**feeds)
         assert len(got) == len(outputs)
         for g, want in zip(got, outputs):
-            np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)  # (its own)
+            want = np.asarray(want)
+            assert g.dtype == want.dtype and g.shape == want.shape
+            if want.dtype.kind == "f":
+                np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)  # its own
+            else:
+                np.testing.assert_array_equal(g, want)
+
+
+def test_the_cases_cover_the_translated_operators():
+    ran = {n.op_type for c in CASES for n in c.model.graph.node}
+    assert {"Gather", "Where", "Equal", "Cast", "Slice", "Conv", "MatMul", "Softmax"} <= ran
+    assert set(FAILING) <= {c.name for c in collect_testcases()}
+    passing = [c for c in CASES if c.name not in FAILING]
+    # a ratchet: 606 of 670 on 2026-11-27 (90.4%); issue 40 asks for 95%
+    assert len(passing) >= 0.90 * len(CASES), (len(passing), len(CASES))
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(reason=FAILING[c.name], strict=True))
+    if c.name in FAILING else c for c in CASES], ids=[c.name for c in CASES])
+def test_node_case(case):
+    run_case(case)

@@ -13,6 +13,7 @@ Interval = tuple  # (lo, hi): int | float
 EVERYTHING: Interval = (-INF, INF)
 DTYPE_RANGES = {
     "bool": (0, 1), "int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
+    "uint16": (0, 65535), "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1),
 }
 
 

@@ -40,6 +40,7 @@ from tessel.cli import db, model, tune
 from tessel.cli.tune import CliError, seconds
 from tessel.codegen import generate_c
 from tessel.errors import TesselError
+from tessel.graph import frontend
 from tessel.measure.dask import WORKER_WAIT_S, serve
 
 
@@ -102,8 +103,23 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
+    if args.onnx:
+        return _onnx_ops()
     for name in ops.SUITE:
         print(f"{name:<10} {ops.SUITE_DESCRIPTIONS.get(name, '')}")
+    return 0
+
+
+def _onnx_ops() -> int:
+    """The ONNX operators the importer translates, and those it evaluates on constants only."""
+    try:
+        translated, folded = frontend.onnx_operators()
+    except ImportError as e:
+        print(f"tessel ops --onnx: needs the onnx extra (pip install 'tessel[onnx]'): {e}",
+              file=sys.stderr)
+        return 2
+    print(f"translated ({len(translated)}): {' '.join(translated)}")
+    print(f"on constant inputs only, evaluated at import ({len(folded)}): {' '.join(folded)}")
     return 0
 
 
@@ -148,7 +164,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=seconds(3600), default=0.3,
                    help="seconds of timing per workload (default 0.3)")
     p.set_defaults(fn=cmd_suite)
-    p = sub.add_parser("ops", help="list the workloads")
+    p = sub.add_parser("ops", help="list the workloads (or the ONNX operators translated)")
+    p.add_argument("--onnx", action="store_true",
+                   help="list the ONNX operators the importer translates instead")
     p.set_defaults(fn=cmd_ops)
     p = sub.add_parser("show", help="print a workload's program")
     p.add_argument("name")

@@ -17,8 +17,8 @@ from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, In
                        Select, Var, fresh_name, is_float)
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t",
-           "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-           "bool": "uint8_t"}
+           "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t", "int32": "int32_t",
+           "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t", "bool": "uint8_t"}
 _C_KEYWORDS = """auto break case char const continue default do double else enum extern float
 for goto if inline int long register restrict return short signed sizeof static struct switch
 typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
@@ -26,10 +26,11 @@ _Imaginary _Noreturn _Static_assert _Thread_local _Float16 alignas alignof bool 
 # names the generated file uses or that the headers / gcc define as macros
 _LIBRARY_NAMES = """main args tessel_entry tessel_time tessel_time_in_model tessel_evict
 tessel_sweep tessel_produce TESSEL_ALLOC_FAILED tessel_floordiv_i32 tessel_floordiv_i64
-tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t int32_t
+tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t uint16_t int32_t uint32_t uint64_t
 int64_t size_t NULL INFINITY NAN aligned_alloc free clock_gettime CLOCK_MONOTONIC linux unix i386
 expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil
-abs labs llabs div ldiv lldiv malloc calloc realloc memcpy memset memmove exit abort qsort rand
+isnan isinf isfinite isnormal signbit fpclassify abs labs llabs div ldiv lldiv malloc calloc
+realloc memcpy memset memmove exit abort qsort rand
 srand atoi atof strtol strtod printf fprintf round roundf fmax fmaxf fmin fminf sin sinf cos cosf
 omp_get_num_threads omp_get_thread_num"""
 RESERVED = frozenset((_C_KEYWORDS + " " + _LIBRARY_NAMES).split())
@@ -41,7 +42,7 @@ _BINARY = {"+": ("+", ADD), "-": ("-", ADD), "*": ("*", MUL), "/": ("/", MUL),
            "==": ("==", EQ), "!=": ("!=", EQ), "and": ("&&", AND), "or": ("||", OR)}
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
          "pow": "pow", "abs": "fabs", "floor": "floor", "ceil": "ceil"}
-_NARROW_INTS = ("int8", "uint8", "int16")
+_NARROW_INTS = ("int8", "uint8", "int16", "uint16")
 
 
 class SourceTooLarge(CodegenError):

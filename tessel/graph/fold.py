@@ -60,7 +60,7 @@ def fold_constants(graph: Graph) -> Graph:
         if node.op == "reshape" or not all(v in new.constants for v in inputs):
             return _fold_reshape(new, node, inputs)
         value = evaluate(node, [new.constants[v] for v in inputs])
-        return new.add_constant(node.output, value.astype(np.float32))
+        return new.add_constant(node.output, value)  # (in its dtype)
 
     return rebuild(graph, rewrite)
 

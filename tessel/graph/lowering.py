@@ -11,28 +11,32 @@ The stages are those of `tessel.ops` (built with its te builders `nn.conv_stages
 `ops.linalg.dense`), so the search space's designs
 apply to them and a lone conv node lowers to the very workload of `ops.conv2d`. The op's last
 stage is named `name`, earlier ones `{name}_<role>` (`_pad`, `_conv`, `_dense`, `_sum`, ...).
-Binary operators broadcast as numpy does; a Python float stands for a tensor of shape ().
+Binary operators broadcast as numpy does; a Python float (float32) or a literal `ir.const`
+(its dtype: an int64 1, a bool True) stands for a tensor of shape ().
 """
 from __future__ import annotations
 
 from typing import Any
 
-from tessel import te
+from tessel import ir, te
 from tessel.graph.ir import Node, TensorType, check
 from tessel.graph.opdefs import OPS, infer_type
 
-Arg = te.Tensor | float
+Arg = te.Tensor | float | ir.Expr
 
 
 def _type_of(arg: Any, i: int, node: Node, name: str) -> TensorType:
-    """A tensor's type; a float stands for shape () and only binary operators take one."""
+    """A tensor's type; a float or a literal stands for shape () and only elementwise
+    operators that take scalars take one."""
     if isinstance(arg, te.Tensor):
         return TensorType(arg.shape, arg.dtype)
-    check(isinstance(arg, (int, float)) and not isinstance(arg, bool),
-          f"lowering {name} ({node.op}): input {i} must be a te.Tensor or a float, got {arg!r}")
+    literal = isinstance(arg, (ir.IntImm, ir.FloatImm))
+    check(literal or (isinstance(arg, (int, float)) and not isinstance(arg, bool)),
+          f"lowering {name} ({node.op}): input {i} must be a te.Tensor, a float or a literal, "
+          f"got {arg!r}")
     check(OPS[node.op].scalars, f"lowering {name} ({node.op}): input {i} must be a tensor, "
-                                f"got {arg!r} (only binary elementwise operators take floats)")
-    return TensorType((), "float32")
+                                f"got {arg!r} (only elementwise operators take scalars)")
+    return TensorType((), arg.dtype if literal else "float32")
 
 
 def lower(node: Node, args: list[Arg], name: str) -> te.Tensor:
@@ -43,7 +47,7 @@ def lower(node: Node, args: list[Arg], name: str) -> te.Tensor:
     attrs = dict(node.attrs)
     types = [_type_of(a, i, node, name) for i, a in enumerate(args)]
     out_type = infer_type(node.op, types, attrs, node.name or name)
-    args = [float(a) if not isinstance(a, te.Tensor) else a for a in args]
+    args = [a if isinstance(a, (te.Tensor, ir.Expr)) else float(a) for a in args]
     out = OPS[node.op].lower(args, attrs, name, out_type)
     check(out.shape == out_type.shape, f"lowering {name} ({node.op}): built shape {out.shape}, "
                                        f"shape inference says {out_type.shape}")

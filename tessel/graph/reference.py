@@ -6,9 +6,10 @@
 Each operator's `reference` (in `tessel.graph.opdefs`) follows PyTorch / ONNX exactly:
 convolutions with groups, dilation and asymmetric pads over 1-3 spatial axes, transposed
 convolutions with
-output_padding, pools with ceil_mode and count_include_pad, exact and tanh GELU. Arithmetic
-runs in float64 (convolutions as im2col GEMMs) and results are rounded to float32; reshape and
-concat keep their input dtype. Bad inputs raise `GraphError` naming the node or the feed.
+output_padding, pools with ceil_mode and count_include_pad, exact and tanh GELU. Float
+arithmetic runs in float64 (convolutions as im2col GEMMs), integer arithmetic in its own dtype;
+results are given the output's dtype (float32 rounded). Bad inputs raise `GraphError` naming
+the node or the feed.
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from tessel.graph.opdefs import OPS, infer_type
 
 
 def evaluate(node: Node, args: list[np.ndarray]) -> np.ndarray:
-    """The output of `node` on numpy `args` (its inputs in order), a new float32 array (reshape,
-    transpose and concat keep their input dtype). Shapes and attributes are checked as when
+    """The output of `node` on numpy `args` (its inputs in order), a new array of the node's
+    output dtype. Shapes and attributes are checked as when
     the node was added to a graph; defaulted attributes may be left out of `node.attrs`."""
     label = node.name or node.op
     arrays = [np.asarray(x) for x in args]
@@ -34,8 +35,8 @@ def evaluate(node: Node, args: list[np.ndarray]) -> np.ndarray:
         out = op.reference(arrays, attrs, out_type)
     check(out.shape == out_type.shape, f"node {label} ({node.op}): the reference computed "
                                        f"shape {out.shape}, shape inference says {out_type.shape}")
-    dtype = out_type.dtype if op.keeps_dtype else "float32"
-    return np.array(out, dtype=dtype, order="C")  # a copy (never a view of an input), 0-d kept
+    # a copy (never a view of an input), 0-d kept
+    return np.array(out, dtype=out_type.dtype, order="C")
 
 
 def _feed_list(graph: Graph, feeds: dict[str, np.ndarray] | Sequence[np.ndarray]

@@ -202,10 +202,18 @@ class CompiledModel:
         return out
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Standard normal arrays of the model's input shapes and dtypes, in input order."""
+        """Arrays of the model's input shapes and dtypes, in input order: standard normal
+        floats, integers in [0, 8] (valid token ids and indices), 0/1 bools."""
         rng = np.random.default_rng(seed)
-        return [rng.standard_normal(self.graph.types[v].shape).astype(self.graph.types[v].dtype)
-                for v in self.input_names]
+        arrays = []
+        for v in self.input_names:
+            t = self.graph.types[v]
+            if t.dtype == "float32":
+                arrays.append(rng.standard_normal(t.shape).astype(t.dtype))
+            else:
+                arrays.append(rng.integers(0, 2 if t.dtype == "bool" else 9, t.shape)
+                              .astype(np.bool_ if t.dtype == "bool" else t.dtype))
+        return arrays
 
     @property
     def kernel_funcs(self) -> list[PrimFunc]:

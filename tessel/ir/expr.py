@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from tessel.ir.buffer import Buffer
 
 DTYPE_BITS = {
-    "bool": 8, "int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64,
-    "float16": 16, "float32": 32, "float64": 64,
+    "bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32,
+    "int64": 64, "uint64": 64, "float16": 16, "float32": 32, "float64": 64,
 }
 INDEX_DTYPE = "int32"
 

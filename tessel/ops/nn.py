@@ -266,18 +266,20 @@ def _pool_args(op, N, C, H, W, kernel, stride, padding):
 
 
 def pool_stages(op: str, data: te.Tensor, kernel, stride, padding, out_sp, fill, combiner,
-                name, pad_after=None, pad_name: str = "pad") -> te.Tensor:
+                name, pad_after=None, pad_name: str = "pad", dilation=None) -> te.Tensor:
     """`combiner` over each window of an nd pooling, after an optional pad stage `pad_name`
     filled with `fill` (`padding` before each spatial axis, `pad_after`, default `padding`,
-    after)."""
+    after); window taps `dilation` apart (default 1: the taps of a window are adjacent)."""
     in_names, out_names, r_names = _AXES[data.ndim - 2]
     after = tuple(padding if pad_after is None else pad_after)
     padded = pad_tensor(data, (0, 0) + tuple(padding), (0, 0) + after, fill,
                         ("n", "c") + in_names, name=pad_name)
     rk = [te.reduce_axis(k, name=n) for k, n in zip(kernel, r_names)]
+    dilation = tuple(dilation or (1,) * len(kernel))
 
     def body(n, c, *ys):
-        return combiner(padded[(n, c, *(y * s + r for y, s, r in zip(ys, stride, rk)))], axis=rk)
+        idx = (y * s + (r if d == 1 else r * d) for y, s, r, d in zip(ys, stride, rk, dilation))
+        return combiner(padded[(n, c, *idx)], axis=rk)
 
     return te.compute(data.shape[:2] + tuple(out_sp), named(body, ("n", "c") + out_names),
                       name=name)

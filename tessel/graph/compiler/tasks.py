@@ -5,7 +5,8 @@
     tasks = extract_tasks(kernels, Target("host"))  # one Task per structural hash, weighted
 
 A group's PrimFunc takes its external inputs (activations and weight tensors) in order of
-first use, then its output. Scalar constants are folded into the expressions as immediates.
+first use, then its output. Scalar constants are folded into the expressions as immediates
+of their dtype.
 Groups that compute the same thing on the same shapes (ResNet's repeated blocks) share one
 structural hash, so they become one task whose weight is their count.
 """
@@ -15,7 +16,7 @@ import math
 
 import numpy as np
 
-from tessel import te
+from tessel import ir, te
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.graph.ir import Graph, Node
 from tessel.graph.layout import DEFAULT_LAYOUT, apply_layout
@@ -32,12 +33,13 @@ def lower_group(graph: Graph, group: FusedGroup, cores: int = 1) -> GroupKernel:
     placeholders: list[te.Tensor] = []
     params: list[str] = []
     for node in group.nodes:
-        args: list[te.Tensor | float] = []
+        args: list[te.Tensor | ir.Expr] = []
         for k, v in enumerate(node.inputs):
             if v in env:
                 args.append(env[v])
             elif _embeddable(graph, node, v):
-                args.append(float(graph.constants[v].reshape(-1)[0]))
+                value = graph.constants[v].reshape(-1)[0]
+                args.append(ir.const(value.item(), graph.types[v].dtype))
             else:
                 env[v] = te.placeholder(graph.types[v].shape, graph.types[v].dtype,
                                         name=_param_name(node, k, len(params)))
@@ -77,7 +79,7 @@ def rows_partition(func: PrimFunc, constant: tuple[int, ...], cores: int) -> boo
 
 
 def _embeddable(graph: Graph, node: Node, value: str) -> bool:
-    """A one-element constant of a node that takes floats (binary elementwise) whose output
+    """A one-element constant of a node that takes scalars (elementwise) whose output
     shape the other inputs already give: it becomes an immediate of the expression."""
     if value not in graph.constants or graph.constants[value].size != 1:
         return False

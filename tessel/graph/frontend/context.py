@@ -63,6 +63,13 @@ class GraphBuilder:
             return tuple(v.array.shape)
         return self.graph.types[v].shape if isinstance(v, str) else ()  # () for a Python number
 
+    def dtype(self, v: Any) -> str:
+        """The dtype `v` has (a constant: the one it takes in the graph, float64 as float32)."""
+        if isinstance(v, Const):
+            kind = v.array.dtype
+            return "float32" if kind == "float64" else self.const_dtype or str(kind)
+        return self.graph.types[v].dtype if isinstance(v, str) else "float32"
+
     # ---- nodes ----
 
     def value(self, v: Any, keep_dtype: bool = False) -> str:
@@ -102,8 +109,9 @@ class GraphBuilder:
         """The constant `array` computed at import from the constant `v` (`what`: how)."""
         return self.new_const(array, what)
 
-    def scalar(self, x: float) -> Const:
-        return self.new_const(np.asarray(x, np.float32), "scalar")
+    def scalar(self, x: float, dtype: str = "float32") -> Const:
+        """A constant of shape () (an immediate where a kernel reads it)."""
+        return self.new_const(np.asarray(x, np.bool_ if dtype == "bool" else dtype), "scalar")
 
     def reshape(self, v: Any, shape: Sequence[int], final: bool = False) -> Any:
         """`v` in `shape` (the node's output when `final`); a constant is reshaped at import."""

@@ -148,13 +148,11 @@ def _pool(op: str) -> Converter:
     def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
         kernel = tuple(int(k) for k in attrs["kernel_shape"])
         strides, dilations = _window(attrs, len(kernel))
-        ctx.check(all(d == 1 for d in dilations),
-                  f"dilated pooling ({dilations}) is not supported")
         pads = _pads(ctx, attrs, ctx.shape(ins[0])[2:], kernel, strides, dilations)
         extra = {"count_include_pad": bool(attrs.get("count_include_pad", 0))} \
             if op == "avg_pool" else {}
         return ctx.out(op, ins[:1], kernel=kernel, strides=strides, pads=pads,
-                       ceil_mode=bool(attrs.get("ceil_mode", 0)), **extra)
+                       dilations=dilations, ceil_mode=bool(attrs.get("ceil_mode", 0)), **extra)
     return convert
 
 
@@ -163,16 +161,19 @@ def _global_max_pool(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.out("max_pool", ins[:1], kernel=spatial, strides=(1,) * len(spatial))
 
 
-def _softmax(ctx: Importer, ins: list, attrs: dict) -> Value:
-    """Before opset 13, Softmax flattens axes [axis, rank) into one and normalizes over it."""
-    x, shape = ins[0], ctx.shape(ins[0])
-    if ctx.opset >= 13:
-        return ctx.out("softmax", [x], axis=int(attrs.get("axis", -1)))
-    axis = int(attrs.get("axis", 1)) % len(shape)
-    if axis == len(shape) - 1:
-        return ctx.out("softmax", [x], axis=axis)
-    flat = ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
-    return ctx.reshape(ctx.emit("softmax", [flat], axis=1), shape, final=True)
+def _softmax(op: str) -> Converter:
+    """Softmax and LogSoftmax; before opset 13 they flatten axes [axis, rank) into one and
+    normalize over it."""
+    def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
+        x, shape = ins[0], ctx.shape(ins[0])
+        if ctx.opset >= 13:
+            return ctx.out(op, [x], axis=int(attrs.get("axis", -1)))
+        axis = int(attrs.get("axis", 1)) % len(shape)
+        if axis == len(shape) - 1:
+            return ctx.out(op, [x], axis=axis)
+        flat = ctx.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+        return ctx.reshape(ctx.emit(op, [flat], axis=1), shape, final=True)
+    return convert
 
 
 def _layer_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
@@ -180,10 +181,45 @@ def _layer_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
                    epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
+def _instance_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
+    return ctx.out("instance_norm", ins[:3], epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+def _per_channel(ctx: Importer, v: Value, groups: int, channels: int) -> Value:
+    """GroupNormalization-18's scale or bias of one value per group as one per channel."""
+    if ctx.shape(v) == (channels,):
+        return v
+    ctx.check(ctx.shape(v) == (groups,), f"scale and bias must have {groups} (num_groups) or "
+                                         f"{channels} (channels) values, got {ctx.shape(v)}")
+    if isinstance(v, Const):
+        return ctx.derive(v, np.repeat(v.array, channels // groups), "per_channel")
+    zeros = ctx.new_const(np.zeros((groups, channels // groups), np.float32), "zeros")
+    spread = ctx.emit("add", [ctx.reshape(v, (groups, 1)), zeros])
+    return ctx.reshape(spread, (channels,))
+
+
+def _group_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """GroupNormalization: scale and bias per group (opset 18) or per channel (opset 21)."""
+    groups, channels = int(attrs["num_groups"]), ctx.shape(ins[0])[1]
+    ctx.check(groups >= 1 and channels % groups == 0,
+              f"{channels} channels do not split into num_groups={groups}")
+    scale, bias = (_per_channel(ctx, v, groups, channels) for v in ins[1:3])
+    return ctx.out("group_norm", [ins[0], scale, bias], groups=groups,
+                   epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+def _lrn(ctx: Importer, ins: list, attrs: dict) -> Value:
+    return ctx.out("lrn", ins[:1], size=int(attrs["size"]),
+                   alpha=float(attrs.get("alpha", 1e-4)), beta=float(attrs.get("beta", 0.75)),
+                   bias=float(attrs.get("bias", 1.0)))
+
+
 NN: dict[str, Converter] = {
     "Conv": _conv, "ConvTranspose": _conv_transpose, "Gemm": _gemm, "MatMul": _matmul,
     "BatchNormalization": _batch_norm, "MaxPool": _pool("max_pool"),
     "AveragePool": _pool("avg_pool"), "GlobalMaxPool": _global_max_pool,
     "GlobalAveragePool": lambda ctx, ins, attrs: ctx.out("global_avg_pool", ins[:1]),
-    "Softmax": _softmax, "LayerNormalization": _layer_norm,
+    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
+    "LayerNormalization": _layer_norm,
+    "InstanceNormalization": _instance_norm, "GroupNormalization": _group_norm, "LRN": _lrn,
 }

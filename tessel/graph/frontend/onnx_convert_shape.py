@@ -7,13 +7,11 @@ import math
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import onnx
 
 from tessel.graph.frontend import onnx_fold
 from tessel.graph.frontend.context import Const, Value
 from tessel.graph.frontend.onnx_fold import axes_of, reshape_target
 from tessel.graph.opdefs.shape import slice_range
-from tessel.graph.ops import broadcast_shape
 
 if TYPE_CHECKING:
     from tessel.graph.frontend.onnx_import import Converter, Importer
@@ -51,29 +49,10 @@ def _dropout(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ins[0]
 
 
-def _cast(ctx: Importer, ins: list, attrs: dict) -> Value:
-    ctx.check(attrs["to"] == onnx.TensorProto.FLOAT, f"casting a computed tensor to "
-              f"{onnx.TensorProto.DataType.Name(attrs['to'])} is not supported (tessel "
-              f"computes in float32)")
-    return ins[0]
-
-
 def _shape_of(ctx: Importer, ins: list, attrs: dict) -> Value:
     """Shape and Size of a computed tensor are known at import: shapes are static."""
     stand_in = np.broadcast_to(np.float32(0), ctx.shape(ins[0]))  # no memory
     return Const(ctx.out_name, onnx_fold.fold(ctx.op_type, [stand_in], attrs, ctx.label))
-
-
-def _expand(ctx: Importer, ins: list, attrs: dict) -> Value:
-    """Expand of a computed tensor: add zeros of the broadcast axes' shape."""
-    shape = ctx.shape(ins[0])
-    target = broadcast_shape([shape, tuple(int(d) for d in ctx.const(ins, 1, "shape"))],
-                             ctx.label)
-    if target == shape:
-        return ins[0]
-    padded = (1,) * (len(target) - len(shape)) + shape
-    zeros = np.zeros([t if n == 1 else 1 for t, n in zip(target, padded)], np.float32)
-    return ctx.out("add", [ins[0], ctx.new_const(zeros, "zeros")])
 
 
 def _slice(ctx: Importer, ins: list, attrs: dict) -> Value:
@@ -110,11 +89,143 @@ def _split(ctx: Importer, ins: list, attrs: dict) -> list[Value]:
     return ctx.split(ins[0], axis, [int(n) for n in sizes])
 
 
+def _pad(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """Pad: pads and value are attributes before opset 11, inputs since (axes since 18);
+    negative pads crop (a pad that only crops is a slice)."""
+    shape = ctx.shape(ins[0])
+    rank = len(shape)
+    raw, axes = attrs.get("pads", attrs.get("paddings")), None
+    value: Value | float | None = attrs.get("value", 0.0)
+    if raw is None:
+        raw, value = ctx.const(ins, 1, "pads"), ins[2] if len(ins) > 2 else None
+        axes = ctx.const(ins, 3, "axes")
+    axes = [int(d) % rank for d in (range(rank) if axes is None else axes.reshape(-1))]
+    ctx.check(len(raw) == 2 * len(axes), f"pads {list(raw)} need 2 values per axis {axes}")
+    pads = [0] * 2 * rank
+    for i, d in enumerate(axes):
+        pads[d], pads[rank + d] = int(raw[i]), int(raw[len(axes) + i])
+    if all(p <= 0 for p in pads):
+        ranges = [range(-b, n + e) for n, b, e in zip(shape, pads, pads[rank:])]
+        return ctx.slice(ins[0], ranges, final=True)
+    if isinstance(value, Const):
+        value = float(value.array.reshape(-1)[0]) if value.array.size else 0.0
+    extra = [value] if isinstance(value, str) else []
+    return ctx.out("pad", [ins[0], *extra], pads=tuple(pads), mode=attrs.get("mode", "constant"),
+                   value=0.0 if value is None or extra else value)
+
+
+def _tile(ctx: Importer, ins: list, attrs: dict) -> Value:
+    repeats = [int(r) for r in ctx.const(ins, 1, "repeats")]
+    if all(r == 1 for r in repeats):
+        return ins[0]
+    return ctx.out("tile", ins[:1], repeats=tuple(repeats))
+
+
+def _depth_to_space(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """(N, C, H, W) -> (N, C / b^2, H b, W b): channels d * b^2 + i * b + j (DCR) or
+    c * b^2 + i * b + j (CRD) move to the pixel (h b + i, w b + j), as a reshape, a transpose
+    and a reshape."""
+    (n, c, h, w), b = ctx.shape(ins[0]), int(attrs["blocksize"])
+    ctx.check(c % (b * b) == 0, f"{c} channels do not split into blocks of {b}x{b}")
+    if attrs.get("mode", "DCR") == "DCR":
+        split, perm = (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2)
+    else:
+        split, perm = (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3)
+    moved = ctx.transpose(ctx.reshape(ins[0], split), perm)
+    return ctx.reshape(moved, (n, c // (b * b), h * b, w * b), final=True)
+
+
+def _space_to_depth(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """DepthToSpace's inverse: each b x b block of pixels becomes b^2 channels."""
+    (n, c, h, w), b = ctx.shape(ins[0]), int(attrs["blocksize"])
+    ctx.check(h % b == 0 and w % b == 0, f"spatial size {(h, w)} does not split into {b}x{b}")
+    perm = (0, 3, 5, 1, 2, 4) if attrs.get("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+    moved = ctx.transpose(ctx.reshape(ins[0], (n, c, h // b, b, w // b, b)), perm)
+    return ctx.reshape(moved, (n, c * b * b, h // b, w // b), final=True)
+
+
+def _given(ctx: Importer, ins: list, index: int, what: str) -> np.ndarray | None:
+    """An optional constant input as a flat array; None when absent or empty."""
+    array = ctx.const(ins, index, what)
+    return None if array is None or array.size == 0 else array.reshape(-1)
+
+
+def _resize_sizes(shape: tuple[int, ...], axes: list[int], sizes: np.ndarray,
+                  policy: str) -> tuple[list[int], tuple[float, ...] | None]:
+    """Resize to `sizes`: the output shape, and the scales when keep_aspect_ratio_policy makes
+    one scale of all axes (None: each axis scales by its output over its input)."""
+    out = list(shape)
+    if policy == "stretch":
+        for d, n in zip(axes, sizes):
+            out[d] = int(n)
+        return out, None
+    ratios = [int(n) / shape[d] for d, n in zip(axes, sizes)]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    for d in axes:
+        out[d] = int(scale * shape[d] + 0.5)
+    return out, tuple(scale if d in axes else 1.0 for d in range(len(shape)))
+
+
+def _resize(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """Resize: roi, scales or sizes as constant inputs (axes and keep_aspect_ratio_policy since
+    opset 18); Resize-10 is an Upsample."""
+    if ctx.opset < 11:
+        return _upsample(ctx, ins, attrs)
+    shape = ctx.shape(ins[0])
+    rank = len(shape)
+    roi, scales, sizes = (_given(ctx, ins, k, what) for k, what in
+                          ((1, "roi"), (2, "scales"), (3, "sizes")))
+    ctx.check((scales is None) != (sizes is None), "needs one of scales and sizes")
+    axes = [int(d) % rank for d in attrs.get("axes", range(rank))]
+    policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+    ctx.check(policy in ("stretch", "not_larger", "not_smaller"),
+              f"unknown keep_aspect_ratio_policy {policy!r}")
+    if sizes is not None:
+        out, full = _resize_sizes(shape, axes, sizes, policy)
+    else:
+        full = [1.0] * rank
+        for d, s in zip(axes, scales):
+            full[d] = float(s)
+        out, full = [int(s * n) for s, n in zip(full, shape)], tuple(full)
+    mode = attrs.get("mode", "nearest")
+    transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if roi is not None and transform == "tf_crop_and_resize":
+        full_roi = [0.0] * rank + [1.0] * rank
+        for i, d in enumerate(axes):
+            full_roi[d], full_roi[rank + d] = float(roi[i]), float(roi[len(axes) + i])
+        roi = tuple(full_roi)
+    return ctx.out("resize", ins[:1], sizes=tuple(out), scales=full, mode=mode,
+                   coordinate_transformation_mode=transform,
+                   nearest_mode=attrs.get("nearest_mode", "round_prefer_floor"),
+                   cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+                   exclude_outside=bool(attrs.get("exclude_outside", 0)),
+                   roi=roi if transform == "tf_crop_and_resize" else None,
+                   extrapolation_value=float(attrs.get("extrapolation_value", 0.0)),
+                   antialias=bool(attrs.get("antialias", 0)) and mode != "nearest")
+
+
+def _upsample(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """Upsample (and Resize-10): scales (an attribute before opset 9), asymmetric source
+    coordinates; nearest rounds down when upsampling, up when downsampling (onnxruntime)."""
+    shape = ctx.shape(ins[0])
+    scales = attrs.get("scales")
+    scales = [float(s) for s in (scales if scales is not None else
+                                 ctx.const(ins, 1, "scales").reshape(-1))]
+    mode = {"bilinear": "linear"}.get(attrs.get("mode", "nearest"), attrs.get("mode", "nearest"))
+    ctx.check(mode in ("nearest", "linear"), f"unknown mode {mode!r}")
+    ctx.check(min(scales) >= 1 or max(scales) <= 1, f"scales {scales} both up- and downsample")
+    return ctx.out("resize", ins[:1], sizes=tuple(int(s * n) for s, n in zip(scales, shape)),
+                   scales=tuple(scales), mode=mode, coordinate_transformation_mode="asymmetric",
+                   nearest_mode="floor" if min(scales) >= 1 else "ceil")
+
+
 SHAPE: dict[str, Converter] = {
     "Flatten": _flatten, "Reshape": _reshape,
     "Squeeze": _reshape_axes(onnx_fold.squeeze_shape),
     "Unsqueeze": _reshape_axes(onnx_fold.unsqueeze_shape), "Transpose": _transpose,
     "Concat": lambda ctx, ins, attrs: ctx.out("concat", ins, axis=int(attrs["axis"])),
-    "Identity": lambda ctx, ins, attrs: ins[0], "Dropout": _dropout, "Cast": _cast,
-    "Shape": _shape_of, "Size": _shape_of, "Expand": _expand, "Slice": _slice, "Split": _split,
+    "Identity": lambda ctx, ins, attrs: ins[0], "Dropout": _dropout,
+    "Shape": _shape_of, "Size": _shape_of, "Slice": _slice, "Split": _split,
+    "Pad": _pad, "Tile": _tile, "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth, "Resize": _resize, "Upsample": _upsample,
 }

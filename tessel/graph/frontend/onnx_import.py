@@ -13,7 +13,8 @@ them; the extra values a translation needs are named after the ONNX output they 
 
 This module is the driver (inputs, constant folding, dispatch, outputs); `CONVERTERS` merges
 the converter tables of `onnx_convert_nn` (convolutions, Gemm, pooling, normalizations),
-`onnx_convert_math` (elementwise, reductions) and `onnx_convert_shape` (layout and shapes). A
+`onnx_convert_math` (elementwise, reductions), `onnx_convert_shape` (layout and shapes) and
+`onnx_convert_logic` (comparisons, boolean logic, Where, Cast, Gather, Expand). A
 converter is `fn(importer, inputs, attrs) -> value`: `inputs` are the node's inputs (a graph
 value's name, a `Const` known at import, or None for an absent optional input), `attrs` its
 decoded attributes; it adds canonical operators through the `Importer` and returns the value
@@ -33,14 +34,17 @@ from onnx import helper, numpy_helper
 
 from tessel.graph.frontend import onnx_file, onnx_fold
 from tessel.graph.frontend.context import Const, GraphBuilder, Value
+from tessel.graph.frontend.onnx_convert_logic import LOGIC, dtype_name
 from tessel.graph.frontend.onnx_convert_math import MATH
 from tessel.graph.frontend.onnx_convert_nn import NN
+from tessel.graph.frontend.onnx_convert_rnn import RNN
 from tessel.graph.frontend.onnx_convert_shape import SHAPE
 from tessel.graph.frontend.onnx_fold import FOLD
 from tessel.graph.ir import Graph, GraphError, check
+from tessel.graph.opdefs.base import DTYPES
 
 Converter = Callable[["Importer", list, dict], Any]
-CONVERTERS: dict[str, Converter] = {**NN, **MATH, **SHAPE}
+CONVERTERS: dict[str, Converter] = {**NN, **MATH, **SHAPE, **RNN, **LOGIC}
 
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,
@@ -96,9 +100,7 @@ def load_file(path: str | os.PathLike) -> tuple[onnx.ModelProto, dict[str, np.nd
 
 class Importer(GraphBuilder):
     """The state of one import: the graph so far and what each ONNX value name became. A
-    constant derived from another is named after it (`W_T`); nodes read constants as float32."""
-
-    const_dtype = "float32"
+    constant derived from another is named after it (`W_T`)."""
 
     def __init__(self, proto: onnx.ModelProto, name: str | None,
                  weights: dict[str, np.ndarray]) -> None:
@@ -125,11 +127,11 @@ class Importer(GraphBuilder):
         check(not unknown, f"input_shapes names {sorted(unknown)}, which are not inputs of "
                            f"the model; its inputs are {[v.name for v in inputs]}")
         for v in inputs:
-            elem = v.type.tensor_type.elem_type
-            check(elem == onnx.TensorProto.FLOAT,
-                  f"input {v.name}: dtype {onnx.TensorProto.DataType.Name(elem)} is not "
-                  f"supported; tessel graphs take float32 inputs")
-            self.env[v.name] = self.graph.add_input(v.name, _input_shape(v, input_shapes))
+            dtype = dtype_name(v.type.tensor_type.elem_type)
+            check(dtype in DTYPES, f"input {v.name}: dtype {dtype} is not supported; tessel "
+                                   f"graphs take {', '.join(DTYPES)}")
+            self.env[v.name] = self.graph.add_input(v.name, _input_shape(v, input_shapes),
+                                                    dtype)
 
     def convert(self, node: onnx.NodeProto) -> None:
         self.enter(node.name or node.output[0], node.op_type, node.output[0])

@@ -37,23 +37,30 @@ class Context(GraphBuilder):
 
     def __init__(self, graph: Graph, reserved: set[str]) -> None:
         super().__init__(graph, reserved)
-        self.scalars: dict[float, Const] = {}
+        self.scalars: dict[tuple[float, str], Const] = {}
         self.node: Any = None
+
+    def _out_val(self) -> Any:
+        val = self.node.meta["val"]
+        return val[0] if isinstance(val, (tuple, list)) else val
 
     def out_shape(self) -> tuple[int, ...]:
         """The shape torch recorded for the (first) output of the node being translated."""
-        val = self.node.meta["val"]
-        return tuple(int(d) for d in (val[0] if isinstance(val, (tuple, list)) else val).shape)
+        return tuple(int(d) for d in self._out_val().shape)
+
+    def out_dtype(self) -> Any:
+        """The torch dtype torch recorded for the (first) output of the node being translated."""
+        return self._out_val().dtype
 
     def const(self, v: Any) -> np.ndarray | None:
         if isinstance(v, Const):
             return v.array
         return np.asarray(v, np.float32) if isinstance(v, (int, float)) else None
 
-    def scalar(self, x: float) -> Const:
-        if x not in self.scalars:
-            self.scalars[x] = super().scalar(x)
-        return self.scalars[x]
+    def scalar(self, x: float, dtype: str = "float32") -> Const:
+        if (x, dtype) not in self.scalars:
+            self.scalars[x, dtype] = super().scalar(x, dtype)
+        return self.scalars[x, dtype]
 
 
 def ntuple(v: Any, n: int) -> tuple[int, ...]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from tessel.graph.frontend.context import Const
 from tessel.graph.frontend.torch_context import Context, Converter, Missing, each
+from tessel.graph.frontend.torch_convert_logic import promote
 from tessel.graph.opdefs.shape import slice_range
 
 # ---- dense ----
@@ -46,7 +47,7 @@ def _matmul(c: Context, a: dict) -> Any:
 
 def _binary(op: str, reverse: bool = False) -> Converter:
     """add/sub (with alpha on the second operand), mul, div, pow, maximum, minimum; `reverse`
-    is rsub: other - alpha * self."""
+    is rsub: other - alpha * self. Operands of mixed dtypes are promoted as torch does."""
     def convert(c: Context, a: dict) -> Any:
         x, y = a["self"], a.get("other", a.get("exponent"))
         if reverse:
@@ -54,9 +55,10 @@ def _binary(op: str, reverse: bool = False) -> Converter:
         alpha = a.get("alpha", 1)
         if alpha != 1:
             y = _times(c, y, float(alpha))
-        if a.get("rounding_mode") is not None:
+        rounding = {None: op, "floor": "floor_div", "trunc": "trunc_div"}
+        if a.get("rounding_mode") not in rounding:
             raise c.fail(f"rounding_mode={a['rounding_mode']!r} is not supported")
-        return c.out(op, [x, y])
+        return c.out(rounding[a.get("rounding_mode")], promote(c, [x, y]))
     return convert
 
 
@@ -107,8 +109,46 @@ def _silu(c: Context, a: dict) -> Any:
 
 
 def _hardsigmoid(c: Context, a: dict) -> Any:
-    shifted = c.emit("add", [c.emit("mul", [a["self"], 1.0 / 6.0]), 0.5])
-    return c.out("clip", [shifted], min=0.0, max=1.0)
+    return c.out("hard_sigmoid", [a["self"]], alpha=1.0 / 6.0, beta=0.5)
+
+
+def _elu(c: Context, a: dict) -> Any:
+    """scale * elu(x, alpha) (selu's form when scale is not 1); input_scale must be 1."""
+    if float(a["input_scale"]) != 1.0:
+        raise c.fail(f"input_scale={a['input_scale']} is not supported")
+    alpha, scale = float(a["alpha"]), float(a["scale"])
+    if scale == 1.0:
+        return c.out("elu", [a["self"]], alpha=alpha)
+    return c.out("selu", [a["self"]], alpha=alpha, gamma=scale)
+
+
+def _softplus(c: Context, a: dict) -> Any:
+    return c.out("softplus", [a["self"]], beta=float(a["beta"]),
+                 threshold=float(a["threshold"]))
+
+
+def _threshold(c: Context, a: dict) -> Any:
+    """x where x > threshold, else value: thresholded_relu when the value is 0."""
+    if float(a["value"]) != 0.0:
+        raise c.fail(f"threshold value={a['value']} is not supported (only 0)")
+    return c.out("thresholded_relu", [a["self"]], alpha=float(a["threshold"]))
+
+
+def _prelu(c: Context, a: dict) -> Any:
+    """The weight: one slope per channel (axis 1), or one for all."""
+    x, w = a["self"], a["weight"]
+    n, rank = math.prod(c.shape(w)), len(c.shape(x))
+    return c.out("prelu", [x, c.reshape(w, (n, *(1,) * (rank - 2)) if n > 1 else (1,))])
+
+
+def _round(c: Context, a: dict) -> Any:
+    """round, half to even; with decimals d as torch: round(x * 10**d) / 10**d, or for d < 0
+    round(x / 10**-d) * 10**-d."""
+    d = int(a.get("decimals", 0))
+    if d == 0:
+        return c.out("round", [a["self"]])
+    scale, (first, last) = float(10 ** abs(d)), ("mul", "div") if d > 0 else ("div", "mul")
+    return c.out(last, [c.emit("round", [c.emit(first, [a["self"], scale])]), scale])
 
 
 # ---- layout ----
@@ -192,7 +232,7 @@ def _split(c: Context, a: dict) -> list[Any]:
 
 
 # aten operators (and their in-place forms) that are one canonical unary operator
-UNARY = "relu sigmoid tanh erf exp log sqrt neg abs hardswish".split()
+UNARY = "relu sigmoid tanh erf exp log sqrt neg abs hardswish mish sign floor ceil round".split()
 _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
           "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims "
           "expand.default")
@@ -224,6 +264,14 @@ ATEN: dict[str, Converter] = {
     **each("rsqrt.default", _rsqrt),
     **each("silu.default silu_.default", _silu),
     **each("hardsigmoid.default hardsigmoid_.default", _hardsigmoid),
+    **each("elu.default elu_.default", _elu),
+    **each("selu.default selu_.default", _unary("selu")),
+    **each("celu.default celu_.default", lambda c, a: c.out("celu", [a["self"]],
+                                                          alpha=float(a["alpha"]))),
+    **each("softplus.default", _softplus),
+    **each("threshold.default threshold_.default", _threshold),
+    **each("prelu.default", _prelu),
+    **each("round.decimals round_.decimals", _round),
     **each(_VIEWS, _view),
     **each("permute.default transpose.int t.default", _permute),
     **each(_IDENTITY, _identity),

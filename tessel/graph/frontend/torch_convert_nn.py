@@ -56,12 +56,7 @@ def _batch_norm(c: Context, a: dict) -> Any:
                      "the module in eval mode")
     if a["running_mean"] is None or a["running_var"] is None:
         raise c.fail("batch norm without running statistics is not supported")
-    channels = c.shape(x)[1]
-    scale, bias = a["weight"], a["bias"]
-    if scale is None:
-        scale = c.new_const(np.ones(channels, np.float32), "scale")
-    if bias is None:
-        bias = c.new_const(np.zeros(channels, np.float32), "bias")
+    scale, bias = _affine(c, a, c.shape(x)[1])
     out = c.out("batch_norm", [x, scale, bias, a["running_mean"], a["running_var"]],
                 epsilon=float(a["eps"]))
     return _with_statistics(c, out, "batch")
@@ -85,12 +80,52 @@ def _with_statistics(c: Context, out: str, norm: str) -> Any:
     return (out, Missing(f"{norm}-norm mean output"), Missing(f"{norm}-norm inverse-std output"))
 
 
+def _affine(c: Context, a: dict, channels: int) -> tuple[Any, Any]:
+    """A norm's per-channel weight and bias; ones and zeros where the module has none."""
+    scale, bias = a["weight"], a["bias"]
+    if scale is None:
+        scale = c.new_const(np.ones(channels, np.float32), "scale")
+    if bias is None:
+        bias = c.new_const(np.zeros(channels, np.float32), "bias")
+    return scale, bias
+
+
+def _instance_norm(c: Context, a: dict) -> Any:
+    """instance_norm: the statistics of each sample's channel, or the running ones when the
+    module tracks them (use_input_stats=False in eval mode: a batch norm)."""
+    x = a["input"]
+    scale, bias = _affine(c, a, c.shape(x)[1])
+    if not a["use_input_stats"]:
+        return c.out("batch_norm", [x, scale, bias, a["running_mean"], a["running_var"]],
+                     epsilon=float(a["eps"]))
+    return c.out("instance_norm", [x, scale, bias], epsilon=float(a["eps"]))
+
+
+def _batch_statistics(c: Context, a: dict) -> Any:
+    """_native_batch_norm_legit with training=True (instance_norm's decomposition): the batch's
+    statistics, which for a batch of 1 are the instance norm's."""
+    if not a["training"]:
+        return _batch_norm(c, {"running_mean": None, "running_var": None, **a})
+    x = a["input"]
+    if c.shape(x)[0] != 1:
+        raise c.fail(f"batch norm with batch statistics over a batch of {c.shape(x)[0]} is not "
+                     f"supported; export the module in eval mode")
+    out = c.out("instance_norm", [x, *_affine(c, a, c.shape(x)[1])], epsilon=float(a["eps"]))
+    return (out, Missing("batch-norm mean output"), Missing("batch-norm inverse-std output"))
+
+
+def _group_norm(c: Context, a: dict) -> Any:
+    """group_norm and native_group_norm (whose mean and inverse-std outputs are not computed)."""
+    x = a["input"]
+    groups = int(a["num_groups"] if "num_groups" in a else a["group"])
+    out = c.out("group_norm", [x, *_affine(c, a, c.shape(x)[1])], groups=groups,
+                epsilon=float(a["eps"]))
+    return _with_statistics(c, out, "group")
+
+
 def _softmax(log: bool) -> Converter:
-    def convert(c: Context, a: dict) -> Any:
-        if not log:
-            return c.out("softmax", [a["self"]], axis=int(a["dim"]))
-        return c.out("log", [c.emit("softmax", [a["self"]], axis=int(a["dim"]))])
-    return convert
+    op = "log_softmax" if log else "softmax"
+    return lambda c, a: c.out(op, [a["self"]], axis=int(a["dim"]))
 
 
 def _sdpa(c: Context, a: dict) -> Any:
@@ -120,8 +155,8 @@ def _attention_mask(c: Context, a: dict, queries: int, keys: int) -> Any:
     array = c.const(mask)
     if array is not None and array.dtype == np.bool_:
         return c.new_const(np.where(array, 0.0, -np.inf).astype(np.float32), "mask")
-    if isinstance(mask, str) and c.graph.types[mask].dtype == "bool":
-        raise c.fail("a computed boolean attention mask is not supported; pass a float mask")
+    if isinstance(mask, str) and c.graph.types[mask].dtype == "bool":  # True: attend
+        return c.emit("where", [mask, c.scalar(0.0), c.scalar(-np.inf)])
     return mask
 
 
@@ -134,9 +169,7 @@ def _spatial_dims(target: str) -> int:
 
 def _max_pool(c: Context, a: dict) -> Any:
     nd = _spatial_dims(c.op_type)
-    if any(d != 1 for d in ntuple(a["dilation"], nd)):
-        raise c.fail(f"dilated max pooling (dilation={a['dilation']}) is not supported")
-    out = _pool(c, "max_pool", a, nd)
+    out = _pool(c, "max_pool", a, nd, dilations=ntuple(a["dilation"], nd))
     return (out, Missing("pooling indices output")) if "with_indices" in c.op_type else out
 
 
@@ -208,6 +241,10 @@ ATEN: dict[str, Converter] = {
     **each("batch_norm.default native_batch_norm.default "
            "_native_batch_norm_legit_no_training.default", _batch_norm),
     **each("layer_norm.default native_layer_norm.default", _layer_norm),
+    **each("instance_norm.default", _instance_norm),
+    **each("_native_batch_norm_legit.no_stats _native_batch_norm_legit.default",
+           _batch_statistics),
+    **each("group_norm.default native_group_norm.default", _group_norm),
     **each("softmax.int _softmax.default", _softmax(log=False)),
     **each("log_softmax.int _log_softmax.default", _softmax(log=True)),
     **each("scaled_dot_product_attention.default", _sdpa),

@@ -34,7 +34,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tessel.graph.frontend import torch_convert_math, torch_convert_nn
+from tessel.graph.frontend import torch_convert_logic, torch_convert_math, torch_convert_nn
+from tessel.graph.frontend import torch_convert_reduce, torch_convert_rnn, torch_convert_spatial
 from tessel.graph.frontend.context import Const
 from tessel.graph.frontend.torch_context import Context, Converter, Missing
 from tessel.graph.ir import Graph, GraphError, check
@@ -49,7 +50,9 @@ class UnsupportedOpError(GraphError):
                          f"importer{detail}")
 
 
-ATEN: dict[str, Converter] = {**torch_convert_nn.ATEN, **torch_convert_math.ATEN}
+ATEN: dict[str, Converter] = {**torch_convert_nn.ATEN, **torch_convert_math.ATEN,
+                              **torch_convert_logic.ATEN, **torch_convert_rnn.ATEN,
+                              **torch_convert_reduce.ATEN, **torch_convert_spatial.ATEN}
 INPUT = object()  # an Importer binding: the placeholder is a graph input
 
 

@@ -19,6 +19,12 @@ axis), "anchor" (the op chooses its own layout: convolutions with a `blocked` fo
 (a join along `axis`: passes when whole blocks join), "barrier" (needs the plain layout: dense,
 matmul, reshape, transpose, softmax, the normalizations over trailing axes). Channels padded
 to whole vectors pass only `finite` operators.
+
+Dtypes: graph values are float32, the integer types of `INTS` (token ids, indices, shapes
+computed at run time) or bool (masks). An operator's `dtype` rule checks its inputs' dtypes and
+gives its output's: `floats` (float32 in and out: the default), `same` (one dtype, any, kept:
+layout operators), `numbers` (one dtype, not bool: arithmetic), `compare` (one dtype in, bool
+out), `logical` (bool in and out), or the operator's own (where, gather, cast).
 """
 from __future__ import annotations
 
@@ -31,6 +37,8 @@ from tessel import ir, ops, te
 from tessel.graph.ir import GraphError, TensorType, check
 
 REQUIRED = object()  # an attribute with no default
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+DTYPES = ("float32", *INTS, "bool")
 KINDS = ("anchor", "reduce", "elemwise", "injective", "view")
 LAYOUTS = ("channelwise", "broadcast", "anchor", "concat", "barrier")
 DOMAINS = ("any", "positive", "nonzero")
@@ -40,14 +48,48 @@ Arg = te.Tensor | float  # a float stands for a scalar constant of shape ()
 Infer = Callable[[list[TensorType], Attrs, str], Sequence[int]]
 Lower = Callable[[list[Arg], Attrs, str, TensorType], te.Tensor]
 Reference = Callable[[list[np.ndarray], Attrs, TensorType], np.ndarray]
+DTypeRule = Callable[[list[TensorType], Attrs, str], str]  # (inputs, attrs, label) -> dtype
+
+
+def _dtypes_of(inputs: list[TensorType], label: str, allowed: Sequence[str]) -> str:
+    """The one dtype all `inputs` share, which must be among `allowed`."""
+    dtypes = sorted({t.dtype for t in inputs}, key=lambda d: (d not in DTYPES, d))
+    check(len(dtypes) == 1, f"node {label}: inputs of different dtypes {dtypes}; the importer "
+                            f"casts them to one")
+    check(dtypes[0] in allowed, f"node {label}: {dtypes[0]} tensors are not supported here; "
+                                f"it takes {', '.join(allowed)}")
+    return dtypes[0]
+
+
+def floats(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    return _dtypes_of(inputs, label, ("float32",))
+
+
+def same(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    return _dtypes_of(inputs, label, DTYPES)
+
+
+def numbers(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    return _dtypes_of(inputs, label, DTYPES[:-1])
+
+
+def compare(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    _dtypes_of(inputs, label, DTYPES)
+    return "bool"
+
+
+def logical(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    return _dtypes_of(inputs, label, ("bool",))
 
 
 @dataclass(frozen=True)
 class Example:
-    """Inputs (a shape per tensor input, a float per scalar constant) and attributes."""
+    """Inputs (a shape per tensor input, a float per scalar constant), attributes, and the
+    tensor inputs' dtypes (float32 where not given)."""
 
     inputs: tuple[tuple[int, ...] | float, ...]
     attrs: Attrs = field(default_factory=dict)
+    dtypes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,7 +98,7 @@ class OpDef:
     kind: str
     infer: Infer  # output shape; may normalize attributes in place (defaults, negative axes)
     lower: Lower  # the te stages, the last one named `name`
-    reference: Reference  # numpy, float64 inside; float32 out unless keeps_dtype
+    reference: Reference  # numpy (float64 inside for floats); cast to the output's dtype
     attrs: Attrs  # attribute -> default (REQUIRED: none)
     n_inputs: tuple[int, int]  # (min, max); max -1 = any
     layout: str
@@ -64,7 +106,7 @@ class OpDef:
     torch: Callable[..., Any] | None = None  # (torch, *tensors, **attrs) -> tensor: an oracle
     domains: dict[int, str] = field(default_factory=dict)  # input -> values tests draw
     scalars: bool = False  # inputs may be floats (binary elementwise operators)
-    keeps_dtype: bool = False  # the output has its input's dtype (else float32)
+    dtype: DTypeRule = floats  # the inputs' dtypes checked, the output's given
     finite: bool = False  # finite in, finite out: padded channels pass (domain inputs: constants)
     blocked: tuple[str, Attrs] | None = None  # the op (and attributes it adds) on NCHW[b]c data
     folds_transposes: bool = False  # an anchor of two activations: transposes fold into it
@@ -115,12 +157,10 @@ def infer_type(op: str, inputs: list[TensorType], attrs: Attrs, label: str) -> T
         if key not in attrs:
             check(default is not REQUIRED, f"node {label} ({op}): missing attribute {key!r}")
             attrs[key] = default
-    for t in inputs:
-        check(t.dtype == "float32" or d.keeps_dtype,
-              f"node {label} ({op}): only float32 tensors are supported, got {t.dtype}")
+    dtype = d.dtype(inputs, attrs, f"{label} ({op})")
     shape = d.infer(inputs, attrs, label)
     check(all(n >= 1 for n in shape), f"node {label} ({op}): empty output shape {shape}")
-    return TensorType(tuple(int(n) for n in shape), inputs[0].dtype)
+    return TensorType(tuple(int(n) for n in shape), dtype)
 
 
 # ---- helpers the families share ----
@@ -168,3 +208,9 @@ def bcast(idx: Index, shape: tuple[int, ...], out: tuple[int, ...]) -> Index:
 
 def f64(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
+
+
+def exact(x: np.ndarray) -> np.ndarray:
+    """A reference's operand: float64 for floats, integers and bools as they are."""
+    x = np.asarray(x)
+    return x if x.dtype.kind in "biu" else f64(x)

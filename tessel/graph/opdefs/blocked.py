@@ -28,7 +28,8 @@ import numpy as np
 
 from tessel import te
 from tessel.graph.ir import TensorType, check
-from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64)
+from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64,
+                                      same)
 from tessel.graph.opdefs.nn import (conv_infer, conv_reference, conv_torch, pool_after,
                                     pool_infer, pool_reference, pool_torch)
 from tessel.ops.common import named, pad_tensor
@@ -128,13 +129,13 @@ def torch_unblock(t, x, channels=None):
 
 
 define("to_blocked", "injective", _to_blocked_infer, _to_blocked_lower, _to_blocked_reference,
-       attrs=dict(block=REQUIRED), layout="barrier", keeps_dtype=True, torch=torch_block,
+       attrs=dict(block=REQUIRED), layout="barrier", dtype=same, torch=torch_block,
        examples=[Example(((2, 12, 5, 3),), dict(block=4)),
                  Example(((1, 16, 3),), dict(block=16)),
                  Example(((1, 6, 3, 2),), dict(block=4))])  # padded to 8
 define("from_blocked", "injective", _from_blocked_infer, _from_blocked_lower,
        lambda args, a, out: unblock_array(args[0])[:, :out.shape[1]], attrs=dict(channels=None),
-       layout="barrier", keeps_dtype=True, torch=torch_unblock,
+       layout="barrier", dtype=same, torch=torch_unblock,
        examples=[Example(((2, 3, 5, 3, 4),)), Example(((1, 1, 3, 8),)),
                  Example(((1, 2, 3, 2, 4),), dict(channels=6))])
 
@@ -256,9 +257,11 @@ def _pool_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
                         ("n", "c", "h", "w", "b"), name=f"{name}_pad")
     ry, rx = te.reduce_axis(a["kernel"][0], name="ry"), te.reduce_axis(a["kernel"][1], name="rx")
     sy, sx = a["strides"]
+    dy, dx = a["dilations"]
+    taps = (ry if dy == 1 else ry * dy, rx if dx == 1 else rx * dx)
 
     def body(n, c, y, x_, b):
-        return te.max(padded[n, c, y * sy + ry, x_ * sx + rx, b], axis=[ry, rx])
+        return te.max(padded[n, c, y * sy + taps[0], x_ * sx + taps[1], b], axis=[ry, rx])
 
     return te.compute(out.shape, named(body, ("n", "c", "y", "x", "b")), name=name)
 
@@ -269,19 +272,21 @@ def _pool_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -
     return block_array(pool_reference([x], a, plain_out, is_max=True), out.shape[4])
 
 
-def _pool_blocked_torch(t, x, *, kernel, strides, pads, ceil_mode):
+def _pool_blocked_torch(t, x, *, kernel, strides, pads, ceil_mode, dilations):
     y = pool_torch(t, torch_unblock(t, x), kernel=kernel, strides=strides, pads=pads,
-                    ceil_mode=ceil_mode)
+                    ceil_mode=ceil_mode, dilations=dilations)
     return torch_block(t, y, x.shape[-1])
 
 
 define("max_pool_blocked", "reduce", _pool_blocked_infer, _pool_blocked_lower,
        _pool_blocked_reference, attrs=dict(kernel=REQUIRED, strides=None, pads=None,
-                                            ceil_mode=False),
+                                            ceil_mode=False, dilations=None),
        layout="channelwise", torch=_pool_blocked_torch, examples=[
            Example(((1, 2, 7, 9, 4),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
            Example(((1, 3, 11, 13, 2),), dict(kernel=(3, 2), strides=(2, 2),
-                                              pads=(1, 1, 1, 1), ceil_mode=True))])
+                                              pads=(1, 1, 1, 1), ceil_mode=True)),
+           Example(((1, 2, 9, 8, 4),), dict(kernel=(3, 2), pads=(1, 0, 1, 1),
+                                            dilations=(2, 3)))])
 
 
 __all__ = ["block_array", "unblock_array", "block_weight", "unblock_weight"]

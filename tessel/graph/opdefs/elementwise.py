@@ -1,5 +1,6 @@
-"""Elementwise operators: binary arithmetic (numpy broadcasting; a float operand is an
-immediate), unary math, and batch normalization (inference form, channels on axis 1)."""
+"""Elementwise operators: binary arithmetic (numpy broadcasting; a float or a literal operand
+is an immediate; add, sub, mul, div, maximum, minimum, neg and abs also on integers, division
+truncating as ONNX's), unary math, and batch normalization (inference form, channels on axis 1)."""
 from __future__ import annotations
 
 import math
@@ -9,8 +10,9 @@ import numpy as np
 
 from tessel import ir, te
 from tessel.graph.ir import TensorType, check
-from tessel.graph.opdefs.base import (Arg, Attrs, Example, bcast, broadcast_shape, define,
-                                      elementwise, f64, same_shape)
+from tessel.graph.opdefs.base import (Arg, Attrs, DTypeRule, Example, bcast, broadcast_shape,
+                                      define, elementwise, exact, f64, floats, numbers,
+                                      same_shape)
 from tessel.ops import reference as ref
 
 X3 = (3, 5, 7)  # the examples' usual odd shape
@@ -21,13 +23,15 @@ X3 = (3, 5, 7)  # the examples' usual odd shape
 def _value(arg: Arg, idx: tuple[ir.Expr, ...], out: tuple[int, ...]) -> ir.Expr:
     if isinstance(arg, te.Tensor):
         return arg[bcast(idx, arg.shape, out)]
-    return ir.const(float(arg), "float32")
+    return arg if isinstance(arg, ir.Expr) else ir.const(float(arg), "float32")
 
 
 def binary(name: str, te_fn: Callable[[ir.Expr, ir.Expr], ir.Expr],
            np_fn: Callable[[np.ndarray, np.ndarray], np.ndarray], torch_fn, *examples: Example,
-           domains: dict[int, str] | None = None, finite: bool = True) -> None:
-    """Define a binary elementwise operator from its scalar te and numpy functions."""
+           domains: dict[int, str] | None = None, finite: bool = True,
+           dtype: DTypeRule = floats) -> None:
+    """Define a binary elementwise operator from its scalar te and numpy functions (the numpy
+    one gets float64 for floats, integers as they are)."""
     def infer(inputs, attrs, label):
         return broadcast_shape([t.shape for t in inputs], label)
 
@@ -38,9 +42,33 @@ def binary(name: str, te_fn: Callable[[ir.Expr, ir.Expr], ir.Expr],
                            stage)
 
     define(name, "elemwise", infer, lower,
-           lambda args, attrs, out: np_fn(f64(args[0]), f64(args[1])),
+           lambda args, attrs, out: np_fn(exact(args[0]), exact(args[1])),
            layout="broadcast", inputs=(2, 2), scalars=True, examples=examples,
-           torch=torch_fn, domains=domains or {}, finite=finite)
+           torch=torch_fn, domains=domains or {}, finite=finite, dtype=dtype)
+
+
+def divide(u: ir.Expr, v: ir.Expr) -> ir.Expr:
+    """u / v; on integers truncated toward zero (ONNX's Div, C's), and 0 where v is 0 (the
+    hardware would trap)."""
+    if ir.is_float(u.dtype):
+        return u / v
+    zero, one = ir.const(0, u.dtype), ir.const(1, u.dtype)
+    safe = te.if_then_else(v == zero, one, v)
+    q = u // safe  # floor
+    if not u.dtype.startswith("u"):  # floor -> trunc where the signs differ and it is inexact
+        inexact = (u - q * safe != zero) & ((u < zero) != (safe < zero))
+        q = te.if_then_else(inexact, q + one, q)
+    return te.if_then_else(v == zero, zero, q)
+
+
+def divide_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's true division on floats; on integers as `_divide`."""
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        return np.divide(a, b)
+    safe = np.where(b == 0, 1, b)
+    q = np.floor_divide(a, safe)
+    q = np.where((a - q * safe != 0) & ((a < 0) != (safe < 0)), q + 1, q)
+    return np.where(b == 0, 0, q)
 
 
 def _pow(x: ir.Expr, y: ir.Expr) -> ir.Expr:
@@ -55,37 +83,39 @@ def _pow(x: ir.Expr, y: ir.Expr) -> ir.Expr:
 
 
 binary("add", lambda u, v: u + v, np.add, lambda t, a, b: a + b,
-       Example((X3, X3)), Example((X3, (5, 1))), Example((X3, ())))
+       Example((X3, X3)), Example((X3, (5, 1))), Example((X3, ())), dtype=numbers)
 binary("sub", lambda u, v: u - v, np.subtract, lambda t, a, b: a - b,
-       Example(((7,), X3)), Example((1.0, X3)))
+       Example(((7,), X3)), Example((1.0, X3)), dtype=numbers)
 binary("mul", lambda u, v: u * v, np.multiply, lambda t, a, b: a * b,
-       Example(((2, 3, 5, 7), (3, 1, 1))), Example((0.5, X3)))
-binary("div", lambda u, v: u / v, np.divide, lambda t, a, b: a / b,
-       Example((X3, 8.0)), Example((X3, (1, 5, 1))), Example((3.0, X3)), domains={1: "nonzero"})
+       Example(((2, 3, 5, 7), (3, 1, 1))), Example((0.5, X3)), dtype=numbers)
+binary("div", divide, divide_np, lambda t, a, b: a / b,
+       Example((X3, 8.0)), Example((X3, (1, 5, 1))), Example((3.0, X3)), domains={1: "nonzero"},
+       dtype=numbers)
 binary("pow", _pow, np.power, lambda t, a, b: a ** b,
        *(Example((X3, e)) for e in (2.0, 3.0, 0.5, -0.5, 1.7)), Example((X3, X3)),
        domains={0: "positive"}, finite=False)
 binary("maximum", te.max, np.maximum, lambda t, a, b: t.maximum(a, b),
-       Example((X3, (1, 7))), Example((X3, 0.25)))
+       Example((X3, (1, 7))), Example((X3, 0.25)), dtype=numbers)
 binary("minimum", te.min, np.minimum, lambda t, a, b: t.minimum(a, b),
-       Example(((5, 1), X3)), Example((-0.5, X3)))
+       Example(((5, 1), X3)), Example((-0.5, X3)), dtype=numbers)
 
 
 # ---- unary ----
 
 def unary(name: str, te_fn: Callable[[ir.Expr, Attrs], ir.Expr],
           np_fn: Callable[[np.ndarray, Attrs], np.ndarray], torch_fn, *examples: Example,
-          attrs: Attrs | None = None, domain: str = "any", finite: bool = True) -> None:
+          attrs: Attrs | None = None, domain: str = "any", finite: bool = True,
+          dtype: DTypeRule = floats) -> None:
     """Define a unary elementwise operator from its scalar te and numpy functions (each also
-    given the node's attributes)."""
+    given the node's attributes; the numpy one float64 for floats, integers as they are)."""
     def lower(args: list[Arg], a: Attrs, stage: str, out: TensorType) -> te.Tensor:
         x, = args
         return elementwise(x.shape, lambda i: te_fn(x[i], a), stage)
 
     define(name, "elemwise", same_shape, lower,
-           lambda args, a, out: np_fn(f64(args[0]), a), layout="channelwise", attrs=attrs,
+           lambda args, a, out: np_fn(exact(args[0]), a), layout="channelwise", attrs=attrs,
            examples=examples or (Example((X3,)),), torch=torch_fn,
-           domains={} if domain == "any" else {0: domain}, finite=finite)
+           domains={} if domain == "any" else {0: domain}, finite=finite, dtype=dtype)
 
 
 def erf_f64(x: np.ndarray) -> np.ndarray:
@@ -137,8 +167,9 @@ unary("log", lambda v, a: te.log(v), lambda x, a: np.log(x), lambda t, x: t.log(
       domain="positive", finite=False)
 unary("sqrt", lambda v, a: te.sqrt(v), lambda x, a: np.sqrt(x), lambda t, x: t.sqrt(x),
       domain="positive", finite=False)
-unary("neg", lambda v, a: -v, lambda x, a: -x, lambda t, x: -x)
-unary("abs", lambda v, a: te.abs(v), lambda x, a: np.abs(x), lambda t, x: t.abs(x))
+unary("neg", lambda v, a: -v, lambda x, a: -x, lambda t, x: -x, dtype=numbers)
+unary("abs", lambda v, a: te.abs(v) if ir.is_float(v.dtype) else te.max(v, -v),
+      lambda x, a: np.abs(x), lambda t, x: t.abs(x), dtype=numbers)
 unary("gelu", lambda v, a: _gelu_te(v, a["approximate"]),
       lambda x, a: _gelu_np(x, a["approximate"]),
       lambda t, x, approximate: t.nn.functional.gelu(x, approximate=approximate),

@@ -15,7 +15,7 @@ import numpy as np
 from tessel import ir, te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, bcast, broadcast_shape,
-                                      define, elementwise, f64, ints, split_pads)
+                                      define, elementwise, f64, ints, numbers, split_pads)
 from tessel.ops import nn
 from tessel.ops import reference as ref
 from tessel.ops.common import named
@@ -231,6 +231,11 @@ define("matmul", "anchor", _matmul_infer, _matmul_lower,
 
 # ---- pooling ----
 
+def _spans(a: Attrs) -> tuple[int, ...]:
+    """Each window's extent along each spatial axis: its taps are `dilations` apart."""
+    return tuple(d * (k - 1) + 1 for k, d in zip(a["kernel"], a["dilations"]))
+
+
 def pool_infer(inputs, attrs, label):
     x = inputs[0].shape
     nd = len(x) - 2
@@ -238,22 +243,25 @@ def pool_infer(inputs, attrs, label):
     kernel = ints(label, "pool", "kernel", attrs["kernel"], nd)
     strides = ints(label, "pool", "strides", attrs["strides"] or kernel, nd)
     pads = ints(label, "pool", "pads", attrs["pads"] or (0,) * 2 * nd, 2 * nd)
-    attrs.update(kernel=kernel, strides=strides, pads=pads)
+    dilations = ints(label, "pool", "dilations", attrs["dilations"] or (1,) * nd, nd)
+    attrs.update(kernel=kernel, strides=strides, pads=pads, dilations=dilations)
     rnd = math.ceil if attrs["ceil_mode"] else math.floor
     out = []
-    for i, n in enumerate(x[2:]):
-        size = rnd((n + pads[i] + pads[i + nd] - kernel[i]) / strides[i]) + 1
+    for i, (n, span) in enumerate(zip(x[2:], _spans(attrs))):
+        size = rnd((n + pads[i] + pads[i + nd] - span) / strides[i]) + 1
         if attrs["ceil_mode"] and (size - 1) * strides[i] >= n + pads[i]:
             size -= 1  # the last window must start inside the input or its left padding
         out.append(size)
+    check(all(o >= 1 for o in out), f"node {label} (pool): window {_spans(attrs)} larger "
+                                     f"than the padded input {x[2:]}")
     return (*x[:2], *out)
 
 
 def pool_after(x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> tuple[int, ...]:
     """Padding after each spatial axis, grown so that ceil_mode's last windows fit."""
     nd, sizes = x.ndim - 2, x.shape[2:]
-    return tuple(max(e, (o - 1) * s + k - b - n) for n, k, s, b, e, o in zip(
-        sizes, a["kernel"], a["strides"], a["pads"][:nd], a["pads"][nd:], out_sp))
+    return tuple(max(e, (o - 1) * s + span - b - n) for n, span, s, b, e, o in zip(
+        sizes, _spans(a), a["strides"], a["pads"][:nd], a["pads"][nd:], out_sp))
 
 
 def _max_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
@@ -261,13 +269,18 @@ def _max_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te
     nd, out_sp = x.ndim - 2, out.shape[2:]
     return nn.pool_stages("max_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
                           te.identity_of("max", x.dtype), te.max, name,
-                          pad_after=pool_after(x, a, out_sp), pad_name=f"{name}_pad")
+                          pad_after=pool_after(x, a, out_sp), pad_name=f"{name}_pad",
+                          dilation=a["dilations"])
 
 
-def _window_count(y: ir.Expr, k: int, s: int, b: int, lo: int, hi: int) -> ir.Expr:
-    """How many of the k taps of window y (starting at y * s - b) lie in [lo, hi)."""
+def _window_count(y: ir.Expr, k: int, s: int, b: int, lo: int, hi: int, d: int) -> ir.Expr:
+    """How many of the k taps (d apart) of window y (starting at y * s - b) lie in [lo, hi)."""
     start = y * s - b
-    return te.min(start + k, hi) - te.max(start, lo)
+    if d == 1:
+        return te.min(start + k, hi) - te.max(start, lo)
+    first = te.max((lo - start + d - 1) // d, 0)  # the first tap at or after lo
+    last = te.min((hi - 1 - start) // d, k - 1)  # the last tap before hi
+    return te.max(last - first + 1, 0)
 
 
 def _avg_divisor(idx: Index, x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> ir.Expr | float:
@@ -275,14 +288,15 @@ def _avg_divisor(idx: Index, x: te.Tensor, a: Attrs, out_sp: Sequence[int]) -> i
     count_include_pad (only up to the declared padding, as in torch and onnxruntime)."""
     nd = x.ndim - 2
     total: ir.Expr | int = 1
-    for d, (n, k, s, b, e, o) in enumerate(zip(x.shape[2:], a["kernel"], a["strides"],
-                                               a["pads"][:nd], a["pads"][nd:], out_sp)):
+    for d, (n, k, s, b, e, o, dil, span) in enumerate(zip(
+            x.shape[2:], a["kernel"], a["strides"], a["pads"][:nd], a["pads"][nd:], out_sp,
+            a["dilations"], _spans(a))):
         lo, hi = (-b, n + e) if a["count_include_pad"] else (0, n)
         starts = [y * s - b for y in range(o)]
-        if all(st >= lo and st + k <= hi for st in starts):
+        if all(st >= lo and st + span <= hi for st in starts):
             total = total * k
         else:
-            total = _window_count(idx[2 + d], k, s, b, lo, hi) * total
+            total = _window_count(idx[2 + d], k, s, b, lo, hi, dil) * total
     return float(total) if isinstance(total, int) else te.cast("float32", total)
 
 
@@ -292,25 +306,26 @@ def _avg_pool_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te
     nd, out_sp = x.ndim - 2, out.shape[2:]
     total = nn.pool_stages("avg_pool", x, a["kernel"], a["strides"], a["pads"][:nd], out_sp,
                            0, te.sum, f"{name}_sum", pad_after=pool_after(x, a, out_sp),
-                           pad_name=f"{name}_pad")
+                           pad_name=f"{name}_pad", dilation=a["dilations"])
     return elementwise(total.shape, lambda i: total[i] / _avg_divisor(i, x, a, out_sp), name)
 
 
 def _pool_padding(x: np.ndarray, a: Attrs, out_sp: Sequence[int]) -> list[tuple[int, int]]:
     """(before, after) per spatial axis; after grows so that ceil_mode's last windows fit."""
     before, after = split_pads(a["pads"])
-    return [(b, max(e, (o - 1) * s + k - b - n)) for n, k, s, b, e, o in
-            zip(x.shape[2:], a["kernel"], a["strides"], before, after, out_sp)]
+    return [(b, max(e, (o - 1) * s + span - b - n)) for n, span, s, b, e, o in
+            zip(x.shape[2:], _spans(a), a["strides"], before, after, out_sp)]
 
 
 def _window_counts(a: Attrs, sizes: Sequence[int], out_sp: Sequence[int]) -> np.ndarray:
     """How many elements avg_pool divides each window's sum by, as an (*out_sp) array."""
     before, after = split_pads(a["pads"])
     counts = np.ones((), np.float64)
-    for n, k, s, b, e, o in zip(sizes, a["kernel"], a["strides"], before, after, out_sp):
+    for n, k, s, b, e, o, d in zip(sizes, a["kernel"], a["strides"], before, after, out_sp,
+                                   a["dilations"]):
         lo, hi = (-b, n + e) if a["count_include_pad"] else (0, n)
-        start = np.arange(o) * s - b
-        axis = np.minimum(start + k, hi) - np.maximum(start, lo)
+        taps = (np.arange(o) * s - b)[:, None] + np.arange(k) * d
+        axis = ((taps >= lo) & (taps < hi)).sum(axis=1)
         counts = np.multiply.outer(counts, axis.astype(np.float64))
     return counts
 
@@ -319,10 +334,10 @@ def pool_reference(args: list[np.ndarray], a: Attrs, out: TensorType,
                     is_max: bool) -> np.ndarray:
     out_sp = out.shape[2:]
     x = args[0] if is_max else f64(args[0])
-    fill = -np.inf if is_max else 0.0
+    fill = (-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min) if is_max else 0.0
     padded = np.pad(x, [(0, 0), (0, 0)] + _pool_padding(x, a, out_sp), constant_values=fill)
     nd = x.ndim - 2
-    windows = ref.sliding_windows(padded, a["kernel"], a["strides"], (1,) * nd)
+    windows = ref.sliding_windows(padded, a["kernel"], a["strides"], a["dilations"])
     windows = windows[(slice(None), slice(None)) + tuple(slice(o) for o in out_sp)]
     axes = tuple(range(-nd, 0))
     if is_max:
@@ -330,37 +345,51 @@ def pool_reference(args: list[np.ndarray], a: Attrs, out: TensorType,
     return windows.sum(axis=axes) / _window_counts(a, x.shape[2:], out_sp)
 
 
-def _sum_pool_torch(t, x, kernel, strides, ceil_mode):
-    """Window sums (avg_pool with divisor 1; 1-d pools run as 2-d ones)."""
+def _sum_pool_torch(t, x, kernel, strides, dilations, ceil_mode):
+    """Window sums (avg_pool with divisor 1; 1-d pools run as 2-d ones; dilated windows as a
+    convolution with ones, over the windows torch's max pooling takes)."""
+    F = t.nn.functional
+    if any(d != 1 for d in dilations):
+        nd = len(kernel)
+        out = getattr(F, f"max_pool{nd}d")(x, kernel, strides, 0, dilations, ceil_mode).shape
+        extra = [max(0, (o - 1) * s + d * (k - 1) + 1 - n) for o, s, d, k, n in
+                 zip(out[2:], strides, dilations, kernel, x.shape[2:])]
+        x = F.pad(x, [p for e in reversed(extra) for p in (0, e)])
+        ones = t.ones((1, 1, *kernel), dtype=x.dtype)
+        y = getattr(F, f"conv{nd}d")(x.reshape(-1, 1, *x.shape[2:]), ones, stride=strides,
+                                     dilation=dilations)
+        return y.reshape(out)
     if x.dim() == 3:
-        return _sum_pool_torch(t, x.unsqueeze(2), (1, *kernel), (1, *strides),
+        return _sum_pool_torch(t, x.unsqueeze(2), (1, *kernel), (1, *strides), (1, 1),
                                ceil_mode).squeeze(2)
-    pool = getattr(t.nn.functional, f"avg_pool{x.dim() - 2}d")
+    pool = getattr(F, f"avg_pool{x.dim() - 2}d")
     return pool(x, kernel, strides, 0, ceil_mode, True, divisor_override=1)
 
 
-def pool_torch(t, x, *, kernel, strides, pads, ceil_mode, count_include_pad=None):
+def pool_torch(t, x, *, kernel, strides, pads, ceil_mode, dilations=None,
+               count_include_pad=None):
     F, nd = t.nn.functional, x.dim() - 2
-    before, after = pads[:nd], pads[nd:]
-    kind = "max" if count_include_pad is None else "avg"
-    pool = getattr(F, f"{kind}_pool{nd}d")
-    if before == after and kind == "max":
-        return pool(x, kernel, strides, before, ceil_mode=ceil_mode)
-    if before == after:
-        return pool(x, kernel, strides, before, ceil_mode, count_include_pad)
-    if kind == "max":
+    before, after, dil = pads[:nd], pads[nd:], tuple(dilations or (1,) * nd)
+    if count_include_pad is None:  # max
+        pool = getattr(F, f"max_pool{nd}d")
+        if before == after:
+            return pool(x, kernel, strides, before, dil, ceil_mode=ceil_mode)
         padded = F.pad(x, _torch_pads(pads), value=-math.inf)
-        return pool(padded, kernel, strides, 0, ceil_mode=ceil_mode)
-    # asymmetric average: sums over the padded input / counts of the elements that count
-    sums = _sum_pool_torch(t, F.pad(x, _torch_pads(pads)), kernel, strides, ceil_mode)
+        return pool(padded, kernel, strides, 0, dil, ceil_mode=ceil_mode)
+    if before == after and dil == (1,) * nd:
+        pool = getattr(F, f"avg_pool{nd}d")
+        return pool(x, kernel, strides, before, ceil_mode, count_include_pad)
+    # asymmetric or dilated average: sums over the padded input / counts of what counts
+    sums = _sum_pool_torch(t, F.pad(x, _torch_pads(pads)), kernel, strides, dil, ceil_mode)
     ones = F.pad(t.ones_like(x), _torch_pads(pads), value=float(count_include_pad))
-    return sums / _sum_pool_torch(t, ones, kernel, strides, ceil_mode)
+    return sums / _sum_pool_torch(t, ones, kernel, strides, dil, ceil_mode)
 
 
-_POOL_ATTRS = dict(kernel=REQUIRED, strides=None, pads=None, ceil_mode=False)
+_POOL_ATTRS = dict(kernel=REQUIRED, strides=None, pads=None, ceil_mode=False, dilations=None)
 define("max_pool", "reduce", pool_infer, _max_pool_lower,
        lambda args, a, out: pool_reference(args, a, out, is_max=True), attrs=_POOL_ATTRS,
-       layout="channelwise", blocked=("max_pool_blocked", {}), torch=pool_torch, examples=[
+       layout="channelwise", blocked=("max_pool_blocked", {}), torch=pool_torch, dtype=numbers,
+       examples=[
            # padding, strides, ceil_mode (incl. a dropped last window), 1-3 spatial axes
            Example(((1, 3, 7, 9),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
            Example(((1, 3, 11, 13),), dict(kernel=(3, 2), strides=(2, 2), pads=(1, 1, 1, 1),
@@ -368,7 +397,11 @@ define("max_pool", "reduce", pool_infer, _max_pool_lower,
            Example(((2, 3, 7, 9),), dict(kernel=(2, 3), pads=(0, 1, 1, 0))),
            Example(((1, 3, 13),), dict(kernel=(3,), strides=(2,), ceil_mode=True)),
            Example(((1, 2, 5, 7, 6),), dict(kernel=(2, 3, 2), strides=(1, 2, 2),
-                                            pads=(0, 1, 1) * 2))])
+                                            pads=(0, 1, 1) * 2)),
+           # dilated windows: padded, ceil_mode, 1-d
+           Example(((1, 3, 11, 13),), dict(kernel=(3, 2), strides=(2, 1), pads=(1, 1, 1, 1),
+                                           dilations=(2, 3), ceil_mode=True)),
+           Example(((2, 2, 13),), dict(kernel=(3,), strides=(2,), dilations=(3,)))])
 define("avg_pool", "reduce", pool_infer, _avg_pool_lower,
        lambda args, a, out: pool_reference(args, a, out, is_max=False),
        attrs={**_POOL_ATTRS, "count_include_pad": False}, layout="channelwise",
@@ -385,4 +418,11 @@ define("avg_pool", "reduce", pool_infer, _avg_pool_lower,
                                          count_include_pad=True)),
            Example(((1, 3, 13),), dict(kernel=(3,), strides=(2,), pads=(1, 1), ceil_mode=True)),
            Example(((1, 2, 5, 7, 6),), dict(kernel=(2, 3, 3), strides=(1, 2, 2),
-                                            pads=(1,) * 6))])
+                                            pads=(1,) * 6)),
+           # dilated windows: partial ones (padding, ceil_mode) with and without their padding
+           Example(((1, 3, 11, 13),), dict(kernel=(3, 2), strides=(2, 3), pads=(2, 1, 1, 2),
+                                           dilations=(2, 3), ceil_mode=True)),
+           Example(((1, 3, 11, 13),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 2, 2, 1),
+                                           dilations=(3, 2), ceil_mode=True,
+                                           count_include_pad=True)),
+           Example(((1, 2, 4, 5, 6),), dict(kernel=(2, 2, 2), dilations=(2, 2, 3)))])

@@ -1,5 +1,7 @@
-"""Reductions and normalizations: means, softmax, layer norm (the stage structures of
-`ops.global_avg_pool2d`, `ops.softmax` and `ops.layer_norm`)."""
+"""Reductions and normalizations: reduce_{mean, sum, sum_square, max, min, prod, l1, l2,
+log_sum, log_sum_exp} over `axes` (ONNX's Reduce* and torch's sum, amax, prod, norm, logsumexp),
+softmax and log_softmax, layer norm (the stage structures of `ops.global_avg_pool2d`,
+`ops.softmax` and `ops.layer_norm`)."""
 from __future__ import annotations
 
 import math
@@ -41,22 +43,36 @@ def _reduce_axes(sizes: Sequence[int], prefix: str) -> list[te.Axis]:
     return [te.reduce_axis(n, name=f"{prefix}{d}") for d, n in enumerate(sizes)]
 
 
-def _mean(x: te.Tensor, axes: Sequence[int], keepdims: bool, name: str) -> te.Tensor:
-    """Stages as ops.global_avg_pool2d: `{name}_sum` over `axes`, then `name` = sum / count."""
-    kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape)) if keepdims else \
-        _keep_shape(tuple(n for d, n in enumerate(x.shape) if d not in axes))
-    rk = _reduce_axes([x.shape[d] for d in axes], "r")
+def _reduced_shape(shape: tuple[int, ...], axes: Sequence[int], keepdims: bool
+                   ) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if d in axes else n for d, n in enumerate(shape))
+    return _keep_shape(tuple(n for d, n in enumerate(shape) if d not in axes))
+
+
+def _reduce_stage(x: te.Tensor, axes: Sequence[int], keepdims: bool,
+                  combiner: Callable[..., ir.Expr], fn: Callable[[ir.Expr, Index], ir.Expr],
+                  name: str, prefix: str = "r") -> te.Tensor:
+    """One reduction stage: `combiner` (te.sum, te.max, te.min) over `axes` of fn(element,
+    the stage's index)."""
+    axes = list(axes)
+    rk = _reduce_axes([x.shape[d] for d in axes], prefix)
 
     def body(*idx: ir.Expr) -> ir.Expr:
         if keepdims:
-            full = tuple(rk[list(axes).index(d)] if d in axes else i for d, i in enumerate(idx))
+            full = tuple(rk[axes.index(d)] if d in axes else i for d, i in enumerate(idx))
         else:
             full = _expand(idx, axes, rk, x.ndim)
-        return te.sum(x[full], axis=rk)
+        return combiner(fn(x[full], idx), axis=rk)
 
-    total = te.compute(kept, body, name=f"{name}_sum")
+    return te.compute(_reduced_shape(x.shape, axes, keepdims), body, name=name)
+
+
+def _mean(x: te.Tensor, axes: Sequence[int], keepdims: bool, name: str) -> te.Tensor:
+    """Stages as ops.global_avg_pool2d: `{name}_sum` over `axes`, then `name` = sum / count."""
+    total = _reduce_stage(x, axes, keepdims, te.sum, lambda v, r: v, f"{name}_sum")
     count = float(math.prod(x.shape[d] for d in axes))
-    return elementwise(kept, lambda i: total[i] / count, name)
+    return elementwise(total.shape, lambda i: total[i] / count, name)
 
 
 # ---- global_avg_pool ----
@@ -80,59 +96,159 @@ define("global_avg_pool", "reduce", _global_pool_infer,
        examples=[Example(((2, 3, 7, 9),)), Example(((2, 3, 7),)), Example(((1, 3, 5, 7, 3),))])
 
 
-# ---- reduce_mean ----
+# ---- reduce_mean, reduce_sum, reduce_max, ... ----
 
-def _reduce_mean_infer(inputs, attrs, label):
-    x = inputs[0].shape
-    axes = sorted({axis_of(label, "reduce_mean", a, len(x)) for a in attrs["axes"]})
-    attrs["axes"] = tuple(axes)
-    if attrs["keepdims"]:
-        return tuple(1 if i in axes else n for i, n in enumerate(x))
-    return tuple(n for i, n in enumerate(x) if i not in axes) or (1,)
-
-
-def _reduce_mean_torch(t, x, *, axes, keepdims):
-    out = t.mean(x, dim=axes, keepdim=keepdims)
-    return out.reshape(1) if out.dim() == 0 else out
+def _reduce_infer(op: str):
+    def infer(inputs, attrs, label):
+        x = inputs[0].shape
+        axes = sorted({axis_of(label, op, a, len(x)) for a in attrs["axes"]})
+        attrs["axes"] = tuple(axes)
+        return _reduced_shape(x, axes, attrs["keepdims"])
+    return infer
 
 
-define("reduce_mean", "reduce", _reduce_mean_infer,
-       lambda args, a, name, out: _mean(args[0], a["axes"], a["keepdims"], name),
-       lambda args, a, out: f64(args[0]).mean(axis=tuple(a["axes"])).reshape(out.shape),
-       attrs=dict(axes=REQUIRED, keepdims=True), layout="barrier", torch=_reduce_mean_torch,
-       examples=[Example((X3,), dict(axes=(1,))), Example((X3,), dict(axes=(0, 2), keepdims=False)),
-                 Example((X3,), dict(axes=(0, 1, 2), keepdims=False)),
-                 Example(((2, 3, 5, 7),), dict(axes=(-1, -2)))])
+def _finite_or_zero(m: ir.Expr) -> ir.Expr:
+    return te.if_then_else(te.abs(m) < float("inf"), m, 0.0)
 
 
-# ---- softmax ----
+def _log_sum_exp(x: te.Tensor, axes: Sequence[int], keep: bool, name: str) -> te.Tensor:
+    """{name}_maxelem, {name}_expsum = sum(exp(x - max)), then log(expsum) + max (a max of
+    +-inf shifts by 0: all -inf gives -inf, an inf gives inf)."""
+    top = _reduce_stage(x, axes, keep, te.max, lambda v, r: v, f"{name}_maxelem")
+    expsum = _reduce_stage(x, axes, keep, te.sum,
+                           lambda v, r: te.exp(v - _finite_or_zero(top[r])), f"{name}_expsum")
+    return elementwise(top.shape, lambda i: te.log(expsum[i]) + _finite_or_zero(top[i]), name)
 
-def _softmax_infer(inputs, attrs, label):
-    attrs["axis"] = axis_of(label, "softmax", attrs["axis"], len(inputs[0].shape))
-    return inputs[0].shape
+
+def _prod(x: te.Tensor, axes: Sequence[int], keep: bool, name: str) -> te.Tensor:
+    """te has no product combiner: exp of {name}_logsum (the sum of log |x|; a 0 makes it
+    -inf, so the product 0), its sign from {name}_negatives (the count of x < 0)."""
+    logs = _reduce_stage(x, axes, keep, te.sum, lambda v, r: te.log(te.abs(v)), f"{name}_logsum")
+    negs = _reduce_stage(x, axes, keep, te.sum, lambda v, r: te.if_then_else(v < 0.0, 1.0, 0.0),
+                         f"{name}_negatives")
+    odd = lambda n: n - 2.0 * te.floor(n * 0.5)  # noqa: E731
+    return elementwise(logs.shape, lambda i: te.exp(logs[i]) * (1.0 - 2.0 * odd(negs[i])), name)
+
+
+def _one(combiner: Callable[..., ir.Expr], fn: Callable[[ir.Expr], ir.Expr],
+         then: Callable[[ir.Expr], ir.Expr] | None = None, stage: str = "") -> Callable:
+    """A reduction of one stage (`combiner` of fn(x)), or two: `{name}_{stage}`, then `then`."""
+    def lower(x: te.Tensor, axes: Sequence[int], keep: bool, name: str) -> te.Tensor:
+        if then is None:
+            return _reduce_stage(x, axes, keep, combiner, lambda v, r: fn(v), name)
+        red = _reduce_stage(x, axes, keep, combiner, lambda v, r: fn(v), f"{name}_{stage}")
+        return elementwise(red.shape, lambda i: then(red[i]), name)
+    return lower
+
+
+def _oracle(fn):
+    """A torch oracle from fn(torch, x, dims, keepdim): a full reduction gives (1,)."""
+    def oracle(t, x, *, axes, keepdims):
+        out = fn(t, x, tuple(axes), keepdims)
+        return out.reshape(1) if out.dim() == 0 else out
+    return oracle
+
+
+def _log_sum_exp_np(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    top = x.max(axes, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return np.log(np.exp(x - top).sum(axes, keepdims=True)) + top
+
+
+def _torch_prod(t, x, dims, keep):
+    for d in sorted(dims, reverse=True):
+        x = x.prod(d, keepdim=keep)
+    return x
+
+
+_EXAMPLES = (Example((X3,), dict(axes=(1,))), Example((X3,), dict(axes=(0, 2), keepdims=False)),
+             Example((X3,), dict(axes=(0, 1, 2), keepdims=False)),
+             Example(((2, 3, 5, 7),), dict(axes=(-1, -2))))
+_NORM = lambda p: lambda t, x, d, k: t.linalg.vector_norm(x, p, d, k)  # noqa: E731
+# name -> (lowering (x, axes, keepdims, name), numpy (x, axes as a tuple), torch (t, x, dims,
+# keepdim), the inputs its examples draw)
+REDUCTIONS = {
+    "reduce_mean": (_mean, lambda x, a: x.mean(a), lambda t, x, d, k: t.mean(x, d, k), "any"),
+    "reduce_sum": (_one(te.sum, lambda v: v), lambda x, a: x.sum(a),
+                   lambda t, x, d, k: t.sum(x, d, k), "any"),
+    "reduce_sum_square": (_one(te.sum, lambda v: v * v), lambda x, a: (x * x).sum(a),
+                          lambda t, x, d, k: t.sum(x * x, d, k), "any"),
+    "reduce_max": (_one(te.max, lambda v: v), lambda x, a: x.max(a),
+                   lambda t, x, d, k: t.amax(x, d, k), "any"),
+    "reduce_min": (_one(te.min, lambda v: v), lambda x, a: x.min(a),
+                   lambda t, x, d, k: t.amin(x, d, k), "any"),
+    "reduce_prod": (_prod, lambda x, a: x.prod(a), _torch_prod, "any"),
+    "reduce_l1": (_one(te.sum, te.abs), lambda x, a: np.abs(x).sum(a), _NORM(1), "any"),
+    "reduce_l2": (_one(te.sum, lambda v: v * v, te.sqrt, "sumsq"),
+                  lambda x, a: np.sqrt((x * x).sum(a)), _NORM(2), "any"),
+    "reduce_log_sum": (_one(te.sum, lambda v: v, te.log, "sum"), lambda x, a: np.log(x.sum(a)),
+                       lambda t, x, d, k: t.log(t.sum(x, d, k)), "positive"),
+    "reduce_log_sum_exp": (_log_sum_exp, lambda x, a: _log_sum_exp_np(x, a),
+                           lambda t, x, d, k: t.logsumexp(x, d, k), "any"),
+}
+
+
+def _define_reduction(op: str) -> None:
+    lower, np_fn, torch_fn, domain = REDUCTIONS[op]
+    define(op, "reduce", _reduce_infer(op),
+           lambda args, a, name, out: lower(args[0], a["axes"], a["keepdims"], name),
+           lambda args, a, out: np_fn(f64(args[0]), tuple(a["axes"])).reshape(out.shape),
+           attrs=dict(axes=REQUIRED, keepdims=True), layout="barrier", torch=_oracle(torch_fn),
+           examples=_EXAMPLES, domains={} if domain == "any" else {0: domain})
+
+
+for _op in REDUCTIONS:
+    _define_reduction(_op)
+
+
+# ---- softmax, log_softmax ----
+
+def _softmax_infer(op: str):
+    def infer(inputs, attrs, label):
+        attrs["axis"] = axis_of(label, op, attrs["axis"], len(inputs[0].shape))
+        return inputs[0].shape
+    return infer
+
+
+def _row_max(x: te.Tensor, axis: int, name: str) -> te.Tensor:
+    return _reduce_stage(x, [axis], False, te.max, lambda v, r: v, f"{name}_maxelem", "k")
 
 
 def _softmax_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     """Stages as ops.softmax: {name}_maxelem, {name}_exp, {name}_expsum, then name."""
     x, = args
-    axis, rank = a["axis"], x.ndim
-    red = _keep_shape(tuple(n for d, n in enumerate(x.shape) if d != axis))
-
-    def row_reduce(src: te.Tensor, combiner: Callable[..., ir.Expr], stage: str) -> te.Tensor:
-        k = te.reduce_axis(x.shape[axis], name="k")
-        return te.compute(red, lambda *r: combiner(src[_expand(r, [axis], [k], rank)], axis=k),
-                          name=f"{name}_{stage}")
-
-    maxelem = row_reduce(x, te.max, "maxelem")
+    axis = a["axis"]
+    maxelem = _row_max(x, axis, name)
     ex = elementwise(x.shape, lambda i: te.exp(x[i] - maxelem[_drop(i, [axis])]), f"{name}_exp")
-    expsum = row_reduce(ex, te.sum, "expsum")
+    expsum = _reduce_stage(ex, [axis], False, te.sum, lambda v, r: v, f"{name}_expsum", "k")
     return elementwise(x.shape, lambda i: ex[i] / expsum[_drop(i, [axis])], name)
 
 
-define("softmax", "reduce", _softmax_infer, _softmax_lower,
+def _log_softmax_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    """{name}_maxelem, {name}_expsum (of exp(x - max)), then x - max - log(expsum)."""
+    x, = args
+    axis = a["axis"]
+    top = _row_max(x, axis, name)
+    expsum = _reduce_stage(x, [axis], False, te.sum, lambda v, r: te.exp(v - top[r]),
+                           f"{name}_expsum", "k")
+    return elementwise(x.shape, lambda i: x[i] - top[_drop(i, [axis])] - te.log(
+        expsum[_drop(i, [axis])]), name)
+
+
+def _log_softmax_np(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - x.max(axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis, keepdims=True))
+
+
+_SOFTMAX_EXAMPLES = [Example(((7, 13),)), Example((X3,), dict(axis=1)), Example(((11,),))]
+define("softmax", "reduce", _softmax_infer("softmax"), _softmax_lower,
        lambda args, a, out: ref.softmax(f64(args[0]), a["axis"]), attrs=dict(axis=-1),
        layout="barrier", torch=lambda t, x, axis: t.softmax(x, axis),
-       examples=[Example(((7, 13),)), Example((X3,), dict(axis=1)), Example(((11,),))])
+       examples=_SOFTMAX_EXAMPLES)
+define("log_softmax", "reduce", _softmax_infer("log_softmax"), _log_softmax_lower,
+       lambda args, a, out: _log_softmax_np(f64(args[0]), a["axis"]), attrs=dict(axis=-1),
+       layout="barrier", torch=lambda t, x, axis: t.log_softmax(x, axis),
+       examples=[*_SOFTMAX_EXAMPLES, Example(((2, 3, 5, 7),), dict(axis=0))])
 
 
 # ---- layer_norm ----

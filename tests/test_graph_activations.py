@@ -17,11 +17,12 @@ from tessel.graph.reference import run_graph
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from tessel.graph.frontend.onnx_convert_math import REDUCE  # noqa: E402
 from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
 from tessel.graph.frontend.torch_import import from_torch  # noqa: E402
+from test_graph_onnx import model  # noqa: E402
 
 F = torch.nn.functional
 
@@ -116,14 +117,7 @@ def test_unsupported_arguments_are_named(fn, match):
 # ---- ONNX: attributes, against onnxruntime ----
 
 def onnx_model(nodes, inputs, outputs=("y",), inits=None, opset=18):
-    graph = helper.make_graph(
-        nodes, "test",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
+    return model(nodes, inputs, outputs, inits, opset)
 
 
 def node(op, ins, outs=("y",), **attrs):

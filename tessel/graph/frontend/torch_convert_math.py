@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tessel.graph.frontend.context import Const
 from tessel.graph.frontend.torch_context import Context, Converter, Missing, each
 from tessel.graph.frontend.torch_convert_logic import promote
 from tessel.graph.opdefs.shape import slice_range
@@ -154,8 +153,8 @@ def _round(c: Context, a: dict) -> Any:
 # ---- layout ----
 
 def _view(c: Context, a: dict) -> Any:
-    """view/reshape/flatten/unflatten/squeeze/unsqueeze/expand without broadcasting: the
-    output shape that torch recorded."""
+    """view/reshape/flatten/unflatten/squeeze/unsqueeze: the output shape that torch
+    recorded (expand: torch_convert_logic)."""
     x, shape = a["self"], c.out_shape()
     if math.prod(shape) != math.prod(c.shape(x)):
         raise c.fail(f"broadcasting {c.shape(x)} to {shape} is not supported (only "
@@ -164,18 +163,11 @@ def _view(c: Context, a: dict) -> Any:
 
 
 def _identity(c: Context, a: dict) -> Any:
-    """clone, contiguous, alias, detach, dropout in eval mode, casts to the same dtype."""
+    """clone, contiguous, alias, detach, dropout in eval mode (casts: torch_convert_logic)."""
     x = a.get("self", a.get("input"))
     if a.get("train"):
         raise c.fail("dropout in training mode is not supported; export in eval mode")
-    dtype = a.get("dtype")
-    if dtype is not None and str(dtype).removeprefix("torch.") != _dtype(c, x):
-        raise c.fail(f"casting {_dtype(c, x)} to {dtype} is not supported")
     return x
-
-
-def _dtype(c: Context, v: Any) -> str:
-    return str(v.array.dtype) if isinstance(v, Const) else c.graph.types[v].dtype
 
 
 def _native_dropout(c: Context, a: dict) -> Any:
@@ -234,11 +226,10 @@ def _split(c: Context, a: dict) -> list[Any]:
 # aten operators (and their in-place forms) that are one canonical unary operator
 UNARY = "relu sigmoid tanh erf exp log sqrt neg abs hardswish mish sign floor ceil round".split()
 _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
-          "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims "
-          "expand.default")
+          "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims")
 _IDENTITY = ("clone.default contiguous.default alias.default detach.default "
              "lift_fresh_copy.default dropout.default feature_dropout.default "
-             "alpha_dropout.default _to_copy.default to.dtype")
+             "alpha_dropout.default")
 
 ATEN: dict[str, Converter] = {
     **each("linear.default", _linear),

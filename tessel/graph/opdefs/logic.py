@@ -188,11 +188,14 @@ def _gather_lower(args: list[Arg], a: Attrs, stage: str, out: TensorType) -> te.
     return elementwise(out.shape, read, stage)
 
 
+def rows_np(indices: np.ndarray, n: int) -> np.ndarray:
+    """`row_index` in numpy."""
+    return np.clip(np.where(indices < 0, indices + n, indices), 0, n - 1)
+
+
 def _gather_np(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     data, indices = args
-    n = data.shape[a["axis"]]
-    rows = np.clip(np.where(indices < 0, indices + n, indices), 0, n - 1)
-    return np.take(data, rows, axis=a["axis"])
+    return np.take(data, rows_np(indices, data.shape[a["axis"]]), axis=a["axis"])
 
 
 def _gather_torch(t, data, indices, axis):
@@ -307,9 +310,7 @@ def _gather_elements_lower(args: list[Arg], a: Attrs, stage: str, out: TensorTyp
 
 def _gather_elements_np(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     data, indices = args
-    n = data.shape[a["axis"]]
-    rows = np.clip(np.where(indices < 0, indices + n, indices), 0, n - 1)
-    return _take_along(data, rows, a["axis"])
+    return _take_along(data, rows_np(indices, data.shape[a["axis"]]), a["axis"])
 
 
 def _take_along(data: np.ndarray, rows: np.ndarray, axis: int) -> np.ndarray:

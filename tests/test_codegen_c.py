@@ -494,3 +494,30 @@ def test_golden_c(name, cache_dir):
     assert source == path.read_text(), f"generated C for {name} changed; review the diff and " \
                                        "rerun with TESSEL_UPDATE_GOLDEN=1 if it is intended"
     assert build(func, cache_dir=cache_dir).lib_path.exists()  # and it compiles here
+
+
+@pytest.mark.parametrize("target", ["host", "x86_64-avx2"])
+def test_select_of_loads_in_constant_loops(cache_dir, target):
+    """GCC 12 at -O3 vectorizes `x[i, j] < 0 ? y[i, j] : 0` with masked loads and computes
+    wrong values where the inner trip count is not a multiple of the vector width (19 of 105
+    over 15x7), and drops two elements of a (3, 2) + (3, 2) concatenation; the target's flags
+    (target.py's workarounds) must keep both correct."""
+    if target != "host" and "avx2" not in Target("host").features:
+        pytest.skip("the x86_64-avx2 preset runs on an AVX2 host only")
+    A, B = te.placeholder((3, 2), name="A"), te.placeholder((3, 2), name="B")
+    cat = te.compute((6, 2), lambda i, j: te.if_then_else(i < 3, A[i, j], B[i - 3, j]),
+                     name="cat")
+    X, Y = te.placeholder((15, 7), name="X"), te.placeholder((15, 7), name="Y")
+    where = te.compute((15, 7), lambda i, j: te.if_then_else(X[i, j] < 0.0, Y[i, j], X[i, j]),
+                       name="where")
+    masked = te.compute((15, 7), lambda i, j: te.if_then_else(X[i, j] < 0.0, Y[i, j], 0.0),
+                        name="masked")
+    a, b, x, y = rand(3, 2), rand(3, 2, seed=1), rand(15, 7, seed=2), rand(15, 7, seed=3)
+    for func, inputs, expected in [
+            (te.create_func([A, B, cat], name="cat"), (a, b), [np.concatenate([a, b])]),
+            (te.create_func([X, Y, where, masked], name="where"), (x, y),
+             [np.where(x < 0, y, x), np.where(x < 0, y, 0)])]:
+        outs = [np.zeros(e.shape, "float32") for e in expected]
+        build(func, Target(target), cache_dir=cache_dir)(*inputs, *outs)
+        for out, want in zip(outs, expected):
+            np.testing.assert_array_equal(out, want)

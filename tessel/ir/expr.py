@@ -192,7 +192,8 @@ def const(value: int | float | bool, dtype: str | None = None) -> Expr:
     check_dtype(dtype)
     if is_float(dtype):
         return FloatImm(_round_to(float(value), dtype), dtype)
-    check(float(value) == int(value), f"cannot make a {dtype} constant from {value!r}")
+    check(isinstance(value, int) or float(value) == int(value),  # (2**63 - 1 is no float)
+          f"cannot make a {dtype} constant from {value!r}")
     return IntImm(int(value), dtype)
 
 

@@ -32,13 +32,17 @@ def _unary(op: str, **defaults: Any) -> Converter:
 def _clip(ctx: Importer, ins: list, attrs: dict) -> Value:
     """Clip's bounds: attributes before opset 11, optional inputs since. Constant bounds make
     a clip, an absent one float32's lowest or largest value, as the ONNX spec and ONNX Runtime
-    have it: Clip(inf, min=0) is 3.4e38 (torch.clamp's inf passes). A computed bound makes
-    min(max(x, min), max), the spec's formula (max wins where min > max)."""
+    have it: Clip(inf, min=0) is 3.4e38 (torch.clamp's inf passes); integers have no absent
+    bound. A computed bound makes min(max(x, min), max), the spec's formula (max wins where
+    min > max)."""
     bounds = [ins[i] if i < len(ins) else None for i in (1, 2)]
     if any(isinstance(b, str) for b in bounds):
         return _clip_computed(ctx, ins[0], *bounds)
     lo = attrs["min"] if "min" in attrs else ctx.const(ins, 1, "min")
     hi = attrs["max"] if "max" in attrs else ctx.const(ins, 2, "max")
+    if ctx.dtype(ins[0]) != "float32":
+        return ctx.out("clip", ins[:1], min=None if lo is None else int(lo),
+                       max=None if hi is None else int(hi))
     largest = float(np.finfo(np.float32).max)
     return ctx.out("clip", ins[:1], min=-largest if lo is None else float(lo),
                    max=largest if hi is None else float(hi))

@@ -138,21 +138,54 @@ def _matmul(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.reshape(y, shape, final=True)
 
 
-def _batch_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
-    ctx.check(not attrs.get("training_mode", 0) and attrs.get("spatial", 1) == 1,
-              "only the inference form (training_mode=0, spatial=1) is supported")
-    return ctx.out("batch_norm", ins[:5], epsilon=float(attrs.get("epsilon", 1e-5)))
+def _moments(ctx: Importer, x: Value, axes: Sequence[int], n: int = 2) -> list[Value]:
+    """The mean of `x` over `axes` and (n=2) its biased variance, those axes kept as 1."""
+    axes = tuple(axes)
+    mean = ctx.emit("reduce_mean", [x], axes=axes, keepdims=True)
+    if n == 1:
+        return [mean]
+    diff = ctx.emit("sub", [x, mean])
+    return [mean, ctx.emit("reduce_mean", [ctx.emit("mul", [diff, diff])], axes=axes,
+                           keepdims=True)]
+
+
+def _batch_norm(ctx: Importer, ins: list, attrs: dict) -> Value | list[Value]:
+    """BatchNormalization; in training mode (opset 14) normalized with the batch's mean and
+    variance over every axis but the channels, which update the running ones (its outputs 1
+    and 2, where read): input * momentum + batch * (1 - momentum)."""
+    ctx.check(attrs.get("spatial", 1) == 1, "only spatial=1 (one statistic per channel) is "
+                                            "supported")
+    eps = float(attrs.get("epsilon", 1e-5))
+    if not attrs.get("training_mode", 0):
+        return ctx.out("batch_norm", ins[:5], epsilon=eps)
+    shape = ctx.shape(ins[0])
+    stats = _moments(ctx, ins[0], [d for d in range(len(shape)) if d != 1])
+    mean, var = (ctx.reshape(v, shape[1:2]) for v in stats)
+    y = ctx.out("batch_norm", [*ins[:3], mean, var], epsilon=eps)
+    if not (ctx.wants(1) or ctx.wants(2)):
+        return y
+    momentum = float(attrs.get("momentum", 0.9))
+    return [y, *(ctx.emit("add", [ctx.emit("mul", [old, ctx.scalar(momentum)]),
+                                  ctx.emit("mul", [new, ctx.scalar(1.0 - momentum)])])
+                 for old, new in ((ins[3], mean), (ins[4], var)))]
 
 
 def _pool(op: str) -> Converter:
-    def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
+    """MaxPool and AveragePool; MaxPool's optional output Indices is max_pool_indices."""
+    def convert(ctx: Importer, ins: list, attrs: dict) -> Value | list[Value]:
         kernel = tuple(int(k) for k in attrs["kernel_shape"])
         strides, dilations = _window(attrs, len(kernel))
         pads = _pads(ctx, attrs, ctx.shape(ins[0])[2:], kernel, strides, dilations)
-        extra = {"count_include_pad": bool(attrs.get("count_include_pad", 0))} \
-            if op == "avg_pool" else {}
-        return ctx.out(op, ins[:1], kernel=kernel, strides=strides, pads=pads,
-                       dilations=dilations, ceil_mode=bool(attrs.get("ceil_mode", 0)), **extra)
+        window = dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations,
+                      ceil_mode=bool(attrs.get("ceil_mode", 0)))
+        if op == "avg_pool":
+            return ctx.out(op, ins[:1], **window,
+                           count_include_pad=bool(attrs.get("count_include_pad", 0)))
+        y = ctx.out(op, ins[:1], **window)
+        if not ctx.wants(1):
+            return y
+        return [y, ctx.emit("max_pool_indices", ins[:1], **window,
+                            storage_order=int(attrs.get("storage_order", 0)))]
     return convert
 
 
@@ -176,9 +209,19 @@ def _softmax(op: str) -> Converter:
     return convert
 
 
-def _layer_norm(ctx: Importer, ins: list, attrs: dict) -> Value:
-    return ctx.out("layer_norm", _present(ins[:3]), axis=int(attrs.get("axis", -1)),
-                   epsilon=float(attrs.get("epsilon", 1e-5)))
+def _layer_norm(ctx: Importer, ins: list, attrs: dict) -> Value | list[Value]:
+    """LayerNormalization; its optional outputs Mean and InvStdDev (training graphs), where
+    read, are the statistics over axes axis..end, kept as 1, apart from Y's fused kernel."""
+    axis, eps = int(attrs.get("axis", -1)), float(attrs.get("epsilon", 1e-5))
+    y = ctx.out("layer_norm", _present(ins[:3]), axis=axis, epsilon=eps)
+    if not (ctx.wants(1) or ctx.wants(2)):
+        return y
+    rank = len(ctx.shape(ins[0]))
+    stats = _moments(ctx, ins[0], range(axis % rank, rank), 2 if ctx.wants(2) else 1)
+    if len(stats) == 1:
+        return [y, *stats]
+    var_eps = ctx.emit("add", [stats[1], ctx.scalar(eps)])
+    return [y, stats[0], ctx.emit("pow", [var_eps, ctx.scalar(-0.5)])]
 
 
 def _instance_norm(ctx: Importer, ins: list, attrs: dict) -> Value:

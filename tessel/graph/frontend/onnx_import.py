@@ -108,6 +108,7 @@ class Importer(GraphBuilder):
         self.proto = proto
         self.opset = _opset(proto)
         self.n_outputs = 1  # of the node being converted (Split without sizes splits by it)
+        self.outputs: list[str] = []  # the node's output names ("" for an omitted one)
         self.env: dict[str, Value] = {
             t.name: Const(t.name, weights[t.name] if t.name in weights
                           else numpy_helper.to_array(t)) for t in g.initializer}
@@ -138,7 +139,7 @@ class Importer(GraphBuilder):
         check(node.domain in ("", "ai.onnx"), f"node {self.label}: operator {node.domain}."
                                               f"{node.op_type} of a custom domain is not supported")
         ins = [self._lookup(v) if v else None for v in node.input]
-        self.n_outputs = len(node.output)
+        self.n_outputs, self.outputs = len(node.output), list(node.output)
         foldable = node.op_type in FOLD and all(v is None or isinstance(v, Const) for v in ins)
         if not foldable and node.op_type not in CONVERTERS:
             raise GraphError(_unsupported(node.op_type, self.label, ins))
@@ -174,6 +175,12 @@ class Importer(GraphBuilder):
                        f"but tessel translates only the first output of {node.op_type}")
 
     # ---- helpers for converters ----
+
+    def wants(self, index: int) -> bool:
+        """Whether output `index` of the node being converted is read (by a later node or as
+        a graph output): a converter computes an optional output only then."""
+        name = self.outputs[index] if index < len(self.outputs) else ""
+        return bool(name) and self.uses.get(name, 0) > 0
 
     def const(self, ins: list, index: int, what: str) -> np.ndarray | None:
         """Input `index` as an array (None when absent); it must be known at import."""

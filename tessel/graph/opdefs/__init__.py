@@ -1,7 +1,8 @@
 """One definition per graph operator (see base.py), grouped by family; importing this package
 registers them all in `OPS`."""
 from tessel.graph.opdefs import (activation, blocked, elementwise, logic, nn,  # noqa: F401
-                                 norm, reduce, resize, shape, winograd)  # (registration)
+                                 norm, pool_indices, reduce, resize, shape,
+                                 winograd)  # (registration)
 from tessel.graph.opdefs.base import (OPS, REQUIRED, Example, OpDef, broadcast_shape, define,
                                       infer_type)
 

@@ -1,6 +1,7 @@
 """Elementwise operators: binary arithmetic (numpy broadcasting; a float or a literal operand
-is an immediate; add, sub, mul, div, maximum, minimum, neg and abs also on integers, division
-truncating as ONNX's), unary math, and batch normalization (inference form, channels on axis 1)."""
+is an immediate; add, sub, mul, div, maximum, minimum, neg, abs and clip also on integers,
+division truncating as ONNX's; pow of any two number dtypes, in the base's), unary math, and
+batch normalization (inference form, channels on axis 1)."""
 from __future__ import annotations
 
 import math
@@ -72,7 +73,11 @@ def divide_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _pow(x: ir.Expr, y: ir.Expr) -> ir.Expr:
-    """x ** y; float exponents that torch special-cases become products, sqrt or rsqrt."""
+    """x ** y in x's dtype; float exponents that torch special-cases become products, sqrt or
+    rsqrt. An integer operand computes in float64 (exact up to 2 ** 53, as onnxruntime's
+    std::pow), an integer result truncated toward zero."""
+    if x.dtype != "float32" or y.dtype != "float32":
+        return te.cast(x.dtype, te.pow(te.cast("float64", x), te.cast("float64", y)))
     if isinstance(y, ir.FloatImm):
         special = {1.0: lambda: x, 2.0: lambda: x * x, 3.0: lambda: x * x * x,
                    0.5: lambda: te.sqrt(x), -0.5: lambda: te.rsqrt(x),
@@ -91,9 +96,22 @@ binary("mul", lambda u, v: u * v, np.multiply, lambda t, a, b: a * b,
 binary("div", divide, divide_np, lambda t, a, b: a / b,
        Example((X3, 8.0)), Example((X3, (1, 5, 1))), Example((3.0, X3)), domains={1: "nonzero"},
        dtype=numbers)
-binary("pow", _pow, np.power, lambda t, a, b: a ** b,
+
+
+def _base_dtype(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    """Pow's rule (ONNX's): any numbers, the result in the base's dtype."""
+    for t in inputs:
+        numbers([t], attrs, label)
+    return inputs[0].dtype
+
+
+binary("pow", _pow, lambda a, b: np.power(f64(a), f64(b)),
+       lambda t, a, b: a.double() ** b.double(),
        *(Example((X3, e)) for e in (2.0, 3.0, 0.5, -0.5, 1.7)), Example((X3, X3)),
-       domains={0: "positive"}, finite=False)
+       Example((X3, X3), dtypes=("int64", "uint8")),
+       Example((X3, (7,)), dtypes=("int32", "uint16")),
+       Example((X3, X3), dtypes=("float32", "int32")), domains={0: "positive"}, finite=False,
+       dtype=_base_dtype)
 binary("maximum", te.max, np.maximum, lambda t, a, b: t.maximum(a, b),
        Example((X3, (1, 7))), Example((X3, 0.25)), dtype=numbers)
 binary("minimum", te.min, np.minimum, lambda t, a, b: t.minimum(a, b),
@@ -145,9 +163,14 @@ def _gelu_np(x: np.ndarray, approximate: str) -> np.ndarray:
 
 
 def _clip_te(v: ir.Expr, lo: float | None, hi: float | None) -> ir.Expr:
+    """max(v, lo) then min(.., hi), each bound an immediate of v's dtype (an integer's must
+    be integral)."""
+    for bound in (lo, hi):
+        check(ir.is_float(v.dtype) or bound is None or float(bound).is_integer(),
+              f"clip: the bound {bound} of {v.dtype} values is no integer; cast them first")
     if lo is not None:
-        v = te.max(v, float(lo))
-    return v if hi is None else te.min(v, float(hi))
+        v = te.max(v, ir.const(lo, v.dtype))
+    return v if hi is None else te.min(v, ir.const(hi, v.dtype))
 
 
 def _clip_np(x: np.ndarray, lo: float | None, hi: float | None) -> np.ndarray:
@@ -178,7 +201,9 @@ unary("clip", lambda v, a: _clip_te(v, a["min"], a["max"]),
       lambda x, a: _clip_np(x, a["min"], a["max"]),
       lambda t, x, min, max: t.clamp(x, min, max),
       Example((X3,), dict(min=-0.5, max=0.5)), Example((X3,), dict(max=0.3)),
-      Example((X3,), dict(min=0.1)), attrs=dict(min=None, max=None))
+      Example((X3,), dict(min=0.1)), Example((X3,), dict(min=-2, max=1), dtypes=("int8",)),
+      Example((X3,), dict(max=2), dtypes=("int64",)), attrs=dict(min=None, max=None),
+      dtype=numbers)
 unary("leaky_relu", lambda v, a: te.if_then_else(v > 0.0, v, v * float(a["alpha"])),
       lambda x, a: np.where(x > 0, x, x * a["alpha"]),
       lambda t, x, alpha: t.nn.functional.leaky_relu(x, alpha),

@@ -241,10 +241,20 @@ def _trunc_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _mod_te(u: ir.Expr, v: ir.Expr, fmod: int) -> ir.Expr:
     """Python's remainder (the divisor's sign) or, with fmod, C's (the dividend's)."""
     if fmod:
-        return _guarded(u, v, lambda a, b: a - b * (
-            _trunc(a / b) if ir.is_float(a.dtype) else divide(a, b)))
-    return _guarded(u, v, lambda a, b: a - b * te.floor(a / b) if ir.is_float(a.dtype)
-                    else a % b)
+        return _guarded(u, v, lambda a, b: _by_infinity(a, b, a, a - b * (
+            _trunc(a / b) if ir.is_float(a.dtype) else divide(a, b))))
+    return _guarded(u, v, lambda a, b: _by_infinity(
+        a, b, te.if_then_else(((a < 0.0) == (b < 0.0)) | (a == 0.0), a, b),
+        a - b * te.floor(a / b)) if ir.is_float(a.dtype) else a % b)
+
+
+def _by_infinity(a: ir.Expr, b: ir.Expr, then: ir.Expr, otherwise: ir.Expr) -> ir.Expr:
+    """`then` where a float a is finite and b infinite (a / b is 0: the formula's b * 0 is NaN),
+    else `otherwise`."""
+    if not ir.is_float(a.dtype):
+        return otherwise
+    inf = float("inf")
+    return te.if_then_else((te.abs(b) == inf) & (te.abs(a) < inf), then, otherwise)
 
 
 def _mod_np(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:

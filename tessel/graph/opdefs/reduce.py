@@ -1,7 +1,7 @@
 """Reductions and normalizations: reduce_{mean, sum, sum_square, max, min, prod, l1, l2,
-log_sum, log_sum_exp} over `axes` (ONNX's Reduce* and torch's sum, amax, prod, norm, logsumexp),
-softmax and log_softmax, layer norm (the stage structures of `ops.global_avg_pool2d`,
-`ops.softmax` and `ops.layer_norm`)."""
+log_sum, log_sum_exp} over `axes` (ONNX's Reduce* and torch's sum, amax, prod, norm, logsumexp;
+sum and sum_square also of integers, max and min of any dtype), softmax and log_softmax, layer
+norm (the stage structures of `ops.global_avg_pool2d`, `ops.softmax` and `ops.layer_norm`)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ import numpy as np
 from tessel import ir, te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, axis_of, define,
-                                      elementwise, f64)
+                                      elementwise, exact, f64, floats, numbers, same)
 from tessel.ops import reference as ref
 
 Index = tuple[ir.Expr, ...]
@@ -141,6 +141,17 @@ def _one(combiner: Callable[..., ir.Expr], fn: Callable[[ir.Expr], ir.Expr],
     return lower
 
 
+def _extreme(combiner: Callable[..., ir.Expr]) -> Callable:
+    """reduce_max or reduce_min; of bools, over their bytes ({name}_bytes), then != 0."""
+    def lower(x: te.Tensor, axes: Sequence[int], keep: bool, name: str) -> te.Tensor:
+        if x.dtype != "bool":
+            return _reduce_stage(x, axes, keep, combiner, lambda v, r: v, name)
+        red = _reduce_stage(x, axes, keep, combiner, lambda v, r: te.cast("uint8", v),
+                            f"{name}_bytes")
+        return elementwise(red.shape, lambda i: red[i] != ir.const(0, "uint8"), name)
+    return lower
+
+
 def _oracle(fn):
     """A torch oracle from fn(torch, x, dims, keepdim): a full reduction gives (1,)."""
     def oracle(t, x, *, axes, keepdims):
@@ -173,9 +184,9 @@ REDUCTIONS = {
                    lambda t, x, d, k: t.sum(x, d, k), "any"),
     "reduce_sum_square": (_one(te.sum, lambda v: v * v), lambda x, a: (x * x).sum(a),
                           lambda t, x, d, k: t.sum(x * x, d, k), "any"),
-    "reduce_max": (_one(te.max, lambda v: v), lambda x, a: x.max(a),
+    "reduce_max": (_extreme(te.max), lambda x, a: x.max(a),
                    lambda t, x, d, k: t.amax(x, d, k), "any"),
-    "reduce_min": (_one(te.min, lambda v: v), lambda x, a: x.min(a),
+    "reduce_min": (_extreme(te.min), lambda x, a: x.min(a),
                    lambda t, x, d, k: t.amin(x, d, k), "any"),
     "reduce_prod": (_prod, lambda x, a: x.prod(a), _torch_prod, "any"),
     "reduce_l1": (_one(te.sum, te.abs), lambda x, a: np.abs(x).sum(a), _NORM(1), "any"),
@@ -188,13 +199,22 @@ REDUCTIONS = {
 }
 
 
+# the reductions of integers (wrapping as C's) and of bools; the others take float32
+_TYPED = {"reduce_sum": (numbers, "int32"), "reduce_sum_square": (numbers, "int64"),
+          "reduce_max": (same, "bool"), "reduce_min": (same, "int8")}
+
+
 def _define_reduction(op: str) -> None:
     lower, np_fn, torch_fn, domain = REDUCTIONS[op]
+    rule, example_dtype = _TYPED.get(op, (floats, None))
+    typed = [Example(e.inputs, e.attrs, (example_dtype,)) for e in _EXAMPLES[:2]] \
+        if example_dtype else []
     define(op, "reduce", _reduce_infer(op),
            lambda args, a, name, out: lower(args[0], a["axes"], a["keepdims"], name),
-           lambda args, a, out: np_fn(f64(args[0]), tuple(a["axes"])).reshape(out.shape),
+           lambda args, a, out: np_fn(exact(args[0]), tuple(a["axes"])).reshape(out.shape),
            attrs=dict(axes=REQUIRED, keepdims=True), layout="barrier", torch=_oracle(torch_fn),
-           examples=_EXAMPLES, domains={} if domain == "any" else {0: domain})
+           examples=[*_EXAMPLES, *typed], domains={} if domain == "any" else {0: domain},
+           dtype=rule)
 
 
 for _op in REDUCTIONS:

@@ -43,10 +43,15 @@ def _transpose(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ctx.transpose(ins[0], perm, final=True)
 
 
-def _dropout(ctx: Importer, ins: list, attrs: dict) -> Value:
-    training = ctx.const(ins, 2, "training_mode")
-    ctx.check(training is None or not training.any(), "training mode is not supported")
-    return ins[0]
+def _dropout(ctx: Importer, ins: list, attrs: dict) -> Value | list[Value]:
+    """Dropout at inference (or in training mode with a ratio of 0): the identity, and its
+    optional mask output, where read, all true."""
+    training, ratio = ctx.const(ins, 2, "training_mode"), ctx.const(ins, 1, "ratio")
+    ctx.check(training is None or not training.any() or (ratio is not None and not ratio.any()),
+              "training mode with a ratio above 0 (random) is not supported")
+    if not ctx.wants(1):
+        return ins[0]
+    return [ins[0], Const(ctx.outputs[1], np.ones(ctx.shape(ins[0]), np.bool_))]
 
 
 def _shape_of(ctx: Importer, ins: list, attrs: dict) -> Value:

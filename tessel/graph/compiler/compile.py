@@ -11,6 +11,7 @@ with the constant packing stages split out (tessel.prepack), and the runtime
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -91,7 +92,7 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
     groups = fuse(graph)
     kernels = lower_groups(graph, groups, target.cores)
     tasks = extract_tasks(kernels, target)
-    built: dict[str, BuiltKernel] = {}
+    programs: dict[str, tuple[PrimFunc, PrimFunc, list[Prepack]]] = {}
     statuses = []
     space = make_space("auto", target) if fallback == "prior" else None
     fallbacks = {} if fallbacks is None else fallbacks
@@ -115,10 +116,22 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
             func, how = fallbacks[task.key]
         statuses.append(TaskStatus(task, how, record))
         main, packs = split_prepacks(func, constant, drop_unread=True)
-        built[task.key] = BuiltKernel(build(main, target),
-                                      [(p, build(p.func, target)) for p in packs],
-                                      _arg_sources(main, func, packs))
+        programs[task.key] = (func, main, packs)
+    modules = iter(build_all([f for _, main, packs in programs.values()
+                              for f in (main, *(p.func for p in packs))], target))
+    built = {key: BuiltKernel(next(modules), [(p, next(modules)) for p in packs],
+                              _arg_sources(main, func, packs))
+             for key, (func, main, packs) in programs.items()}
     return CompiledModel(graph, groups, kernels, built, statuses, target, layout)
+
+
+def build_all(funcs: list[PrimFunc], target: Target) -> list[Any]:
+    """Each of `funcs` built for `target` (tessel.codegen.build), in order; the C compilers
+    run side by side on the target's cores (a model's first compile: one per kernel)."""
+    if len(funcs) < 2 or target.cores < 2:
+        return [build(f, target) for f in funcs]
+    with ThreadPoolExecutor(max_workers=target.cores) as pool:
+        return list(pool.map(lambda f: build(f, target), funcs))
 
 
 def _arg_sources(main: PrimFunc, func: PrimFunc, packs: list[Prepack]) -> tuple:

@@ -347,6 +347,13 @@ def test_expand_that_broadcasts():
 def test_dropout_is_a_pass_through_in_eval_mode():
     g = check_matches(nn.Sequential(nn.Dropout(0.5), nn.ReLU()), randn(2, 8))
     assert g.op_counts() == {"relu": 1}
+    # in place, as torchvision's EfficientNet classifier calls it: aten.dropout_ (translated,
+    # not only gone after decomposition: torch.compile's split asks the table)
+    inplace = Fn(lambda x: nn.functional.dropout(x.relu(), 0.5, False, True) * 2.0)
+    x = randn(3, 5)
+    graph = Importer.of_program(torch.export.export(inplace, (x,)), "dropout_").run()
+    assert_same_outputs(graph, inplace, (x,))
+    assert graph.op_counts() == {"relu": 1, "mul": 1}
 
 
 @pytest.mark.parametrize("causal", [False, True])

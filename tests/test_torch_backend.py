@@ -315,3 +315,25 @@ def test_split_and_slices_run_in_tessel():
         got, said = compiled_warnings(torch.compile(module, backend="tessel", options=FAST), x)
         assert_same(got, module(x))
     assert said == []
+
+
+class ShapeMasks(nn.Module):
+    """Hugging Face's mask making in small: positions from torch.arange, a causal mask
+    compared from them, a cumsum of their diff (operators tessel does not translate, on
+    values known at import), applied to a computed tensor."""
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[-1])
+        causal = pos[None, :] <= pos[:, None]
+        restarts = torch.cumsum(torch.diff(pos) != 1, dim=0)  # (no packed sequences: zeros)
+        return torch.where(causal, torch.relu(x), -1.0) + restarts.sum() + pos
+
+
+def test_values_known_at_import_run_in_tessel():
+    """arange, diff, cumsum on shapes: torch computes them when tessel imports the graph,
+    so nothing is left to PyTorch (they were, named as untranslated: GPT-2's masks)."""
+    module, x = ShapeMasks(), randn(3, 5, 5)
+    with torch.no_grad():
+        got, said = compiled_warnings(torch.compile(module, backend="tessel", options=FAST), x)
+        assert_same(got, module(x))
+    assert said == []

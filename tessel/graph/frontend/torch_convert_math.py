@@ -229,7 +229,8 @@ _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints 
           "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims")
 _IDENTITY = ("clone.default contiguous.default alias.default detach.default "
              "lift_fresh_copy.default dropout.default feature_dropout.default "
-             "alpha_dropout.default")
+             "alpha_dropout.default dropout_.default feature_dropout_.default "
+             "alpha_dropout_.default")
 
 ATEN: dict[str, Converter] = {
     **each("linear.default", _linear),

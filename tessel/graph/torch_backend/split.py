@@ -1,7 +1,8 @@
 """An exported ATen graph cut into the largest pieces tessel translates (torch.fx's
-CapabilityBasedPartitioner over tessel.graph.frontend.torch_import.ATEN), each compiled as a
-model (after tuning their tasks together with `tune=N`) and wrapped as a torch module; the
-rest left to PyTorch, said in one line."""
+CapabilityBasedPartitioner over tessel.graph.frontend.torch_import.ATEN, plus the operators
+whose inputs are known at import, which torch runs then: Hugging Face's masks from arange),
+each compiled as a model (after tuning their tasks together with `tune=N`) and wrapped as a
+torch module; the rest left to PyTorch, said in one line."""
 from __future__ import annotations
 
 import copy
@@ -32,7 +33,8 @@ NOT_COMPUTE = ("aten._assert", "aten.sym_", "aten._check", "_assert")  # guards,
 LAYOUT_ONLY = {"getitem", "aten.view.default", "aten.reshape.default",
                "aten._unsafe_view.default", "aten.flatten.using_ints", "aten.squeeze.dim",
                "aten.unsqueeze.default", "aten.contiguous.default", "aten.clone.default",
-               "aten.alias.default", "aten.detach.default", "aten.dropout.default"}
+               "aten.alias.default", "aten.detach.default", "aten.dropout.default",
+               "aten.dropout_.default"}
 
 
 class Split:
@@ -62,6 +64,7 @@ class Split:
             self.bindings[node.name] = (arg.detach() if weight else
                                         INPUT if hasattr(arg, "shape") else arg)
         self.refused: dict[str, str] = {}  # node -> why tessel's converter refused it
+        self.constant = known_at_import(self.fx.graph, self.bindings)
 
     def build(self, options: BackendOptions) -> Any:
         for _ in range(len(self.fx.graph.nodes) + 1):
@@ -104,16 +107,19 @@ class Split:
         return gm, pieces
 
     def supported(self, node: Any) -> bool:
+        """Whether tessel's importer takes `node`: an operator it translates, or one it runs
+        at import (its inputs known then: torch.arange, a mask made from shapes)."""
         if node.op != "call_function" or node.name in self.refused:
             return False
         if target_name(node.target) == "getitem":
             return all(self.supported(a) for a in node.all_input_nodes)
-        return target_name(node.target) in ATEN
+        return target_name(node.target) in ATEN or node.name in self.constant
 
-    @staticmethod
-    def worth(nodes: Any) -> bool:
-        """Whether a piece computes anything (a lone view or getitem stays in PyTorch)."""
-        return any(target_name(n.target) not in LAYOUT_ONLY for n in nodes)
+    def worth(self, nodes: Any) -> bool:
+        """Whether a piece computes anything at run time (a lone view or getitem, or values
+        known at import, stay in PyTorch)."""
+        return any(target_name(n.target) not in LAYOUT_ONLY and n.name not in self.constant
+                   for n in nodes)
 
     def translate(self, gm: Any, name: str) -> Graph:
         """The tessel graph of piece `name` of `gm`; raises `_Refused` naming the nodes to leave
@@ -158,6 +164,29 @@ class Split:
             say(f"graph {self.name}: piece {piece} runs in PyTorch")
 
 
+
+
+def known_at_import(graph: Any, bindings: dict[str, Any]) -> set[str]:
+    """The nodes of an exported `graph` whose values tessel's importer computes at import
+    (torch_import.Importer.foldable): placeholders bound to tensors or Python values (weights,
+    lifted constants), and deterministic ATen calls whose inputs all are such nodes."""
+    known: set[str] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            constant = bindings.get(node.name, INPUT) is not INPUT
+        elif node.op == "call_function" and target_name(node.target) == "getitem":
+            constant = all(a.name in known for a in node.all_input_nodes)
+        else:
+            constant = (node.op == "call_function" and _deterministic(node.target)
+                        and all(a.name in known for a in node.all_input_nodes))
+        if constant:
+            known.add(node.name)
+    return known
+
+
+def _deterministic(target: Any) -> bool:
+    return (isinstance(target, torch._ops.OpOverload)
+            and torch.Tag.nondeterministic_seeded not in target.tags)
 
 
 class _Refused(Exception):
@@ -243,4 +272,5 @@ def _as_numpy(t: Any) -> Any:
     return (t if t.is_contiguous() else t.contiguous()).numpy()
 
 
-__all__ = ["LAYOUT_ONLY", "NOT_COMPUTE", "Piece", "Split", "compile_pieces", "tune_pieces"]
+__all__ = ["LAYOUT_ONLY", "NOT_COMPUTE", "Piece", "Split", "compile_pieces", "known_at_import",
+           "tune_pieces"]

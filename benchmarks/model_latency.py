@@ -1,20 +1,24 @@
 """End-to-end latency of whole models: tessel (untuned and tuned) vs onnxruntime and PyTorch.
 
-Each model of the zoo (random weights, batch 1) is imported through ONNX, compiled by tessel
-three times (no database, every kernel unscheduled; no database, every tiled kernel on the
-auto space's first expert prior, the untuned default; with the database: the best record per
-task, the prior where a task has none), and timed in interleaved rounds against onnxruntime
-and torch on the same machine, each runner in its own process, all with the machine's cores.
-Outputs are checked against onnxruntime first. Prints a table and saves a bar plot.
+Each model of the zoo, or of issue 40's suite (benchmarks/model_suite.py: BERT-base, GPT-2,
+ViT-B/16, ResNet-50, ... with the `models` extra; random weights, batch 1) is exported to
+ONNX, compiled by tessel three times (no database, every kernel unscheduled; no database,
+every tiled kernel on the auto space's first expert prior, the untuned default; with the
+database: the best record per task, the prior where a task has none), and timed in
+interleaved rounds against onnxruntime and torch on the same machine, each runner in its own
+process, all with the machine's cores. Outputs are checked against onnxruntime first. Prints
+a table and saves a bar plot.
 
 Memory (Linux): each onnxruntime and tessel worker starts from the model's ONNX file (written
-once, by the parent) with its libraries loaded (onnxruntime; tessel and onnx); the table gives the memory it takes from there to a compiled model that has run once:
-its peak (VmHWM, reset before building: weight copies, packing, compilation, activations)
-and what stays resident afterwards (VmRSS), both as growth over the worker's resident memory
-before building. torch builds its module from code (its weights are the model), so it has no
-such figure.
+once, by the parent) with its libraries loaded (onnxruntime; tessel and onnx); the table
+gives the memory it takes from there to a compiled model that has run once: its peak
+(VmHWM, reset before building: weight copies, packing, compilation, activations) and what
+stays resident afterwards (VmRSS), both as growth over the worker's resident memory before
+building. torch builds its module from code (its weights are the model), so it has no such
+figure.
 
     tessel tune-model resnet18 --trials 256 --db models.db      # tune first (optional)
+    python benchmarks/model_latency.py --models resnet50,bert_base --skip-unscheduled
     python benchmarks/model_latency.py --models resnet18,bert_layer --db models.db \
         --out benchmarks/results/model_latency.png
 """
@@ -53,17 +57,45 @@ def _make(label: str, name: str, kwargs: dict, db: str | None, path: str, layout
     if label == "torch":
         import torch
         torch.set_num_threads(os.cpu_count() or 1)
-        module, _ = models.MODELS[name](**kwargs)
+        module, _ = build_model(name, kwargs)
 
         def call(*xs):
             with torch.inference_mode():
-                return module(*(torch.from_numpy(x) for x in xs)).numpy()
+                out = module(*(torch.from_numpy(x) for x in xs))
+                return (out[0] if isinstance(out, (tuple, list)) else out).numpy()
         return call
     use_db, fallback = VARIANTS[label]
     model = tessel.compile_model(path, database=db if use_db else None, fallback=fallback,
                                  layout=layout)
     print(f"{name}: {label}: {model.report().splitlines()[0]}", flush=True)
     return lambda *xs: model(*xs)[0]
+
+
+def build_model(name: str, kwargs: dict) -> tuple:
+    """(torch module, example inputs) of model `name`: the zoo's, else the suite's
+    (benchmarks/model_suite.py: transformers, torchvision, the LSTM language model)."""
+    if name in models.MODELS:
+        return models.MODELS[name](**kwargs)
+    import model_suite
+    return model_suite.build(name)
+
+
+def write_onnx(name: str, kwargs: dict, path: str) -> None:
+    """Model `name` as an ONNX file at `path` (the suite's through torch.onnx.export)."""
+    if name in models.MODELS:
+        Path(path).write_bytes(models.onnx_model(name, **kwargs).SerializeToString())
+        return
+    import models as suite_paths  # benchmarks/models.py, beside this script
+    suite_paths.export_onnx(*build_model(name, kwargs), Path(path))
+
+
+def known_models() -> list[str]:
+    """The zoo's models and, where the `models` extra is installed, the suite's."""
+    try:
+        import model_suite
+    except ImportError:
+        return list(models.MODELS)
+    return [*models.MODELS, *(n for n in model_suite.SUITE if not n.startswith("zoo_"))]
 
 
 def _memory_kb() -> dict[str, int]:
@@ -116,13 +148,14 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
     """Median seconds per call of each runner. Each runner lives in its own process (thread
     pools of different runtimes in one process slow each other down) and only one process
     runs at a time; rounds are interleaved so load drifts on the machine hit all runners."""
-    takes_image = "image" in inspect.signature(models.MODELS[name]).parameters
+    takes_image = name in models.MODELS and "image" in inspect.signature(
+        models.MODELS[name]).parameters
     kwargs = {"image": image} if image and takes_image else {}
-    feeds = [e.numpy() for e in models.MODELS[name](**kwargs)[1]]
+    feeds = [e.numpy() for e in build_model(name, kwargs)[1]]
     ctx = mp.get_context("spawn")
     tmp = tempfile.TemporaryDirectory()
     path = str(Path(tmp.name) / f"{name}.onnx")
-    Path(path).write_bytes(models.onnx_model(name, **kwargs).SerializeToString())
+    write_onnx(name, kwargs, path)
     workers, memory = {}, {}
     samples: dict[str, list[float]] = {k: [] for k in labels}
     try:
@@ -217,9 +250,10 @@ def main() -> None:
     args = p.parse_args()
     if args.db is not None and not Path(args.db).exists():
         p.error(f"--db {args.db} does not exist (make it with tessel tune-model)")
-    unknown = sorted(set(args.models.split(",")) - set(models.MODELS))
+    unknown = sorted(set(args.models.split(",")) - set(known_models()))
     if unknown:
-        p.error(f"--models: unknown {unknown}; the zoo has {sorted(models.MODELS)}")
+        p.error(f"--models: unknown {unknown}; known: {', '.join(known_models())} (the "
+                "suite's need the `models` extra)")
     print(f"target: {tessel.Target('host')}")
     labels = [*RUNTIMES, *(k for k, (db, _) in VARIANTS.items() if args.db or not db)]
     if args.skip_unscheduled:

@@ -102,18 +102,24 @@ class CompiledModel:
             if v not in read:
                 free_after.setdefault(step, []).append(v)
         constants = graph.constants  # compile_model's own graph: it lets go of them too
+        # constants packed once, here; a weight that calls of one task read alike (an unrolled
+        # recurrent net's, at every step) packed once for all of them
+        shared: dict[tuple[str, str, int], np.ndarray] = {}
         for step, k in enumerate(kernels):
             b = built[k.key]
             packed = []
-            for pack, module in b.packs:  # constants packed once, here
-                packed.append(aligned_empty(pack.packed.shape, pack.packed.dtype))
-                module(self._arrays[k.params[pack.source]], packed[-1])
+            for j, (pack, module) in enumerate(b.packs):
+                key = (k.params[pack.source], k.key, j)
+                if key not in shared:
+                    shared[key] = aligned_empty(pack.packed.shape, pack.packed.dtype)
+                    module(self._arrays[key[0]], shared[key])
+                packed.append(shared[key])
             self.calls.append(b.main.bind(*(self._arrays[k.params[i]] if kind == "param"
                                              else packed[i] for kind, i in b.args)))
             for v in free_after.get(step, ()):
                 del self._arrays[v], constants[v]
         self._sequence = kernel_sequence(self.calls, target)  # (emulated: another arch)
-        self.prepacked = sum(len(built[k.key].packs) for k in kernels)
+        self.prepacked = len(shared)
         for v in set(constants) - read:  # read by no kernel at all
             del self._arrays[v], constants[v]
         self.graph = graph

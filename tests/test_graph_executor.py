@@ -513,3 +513,25 @@ def test_every_array_a_kernel_reads_or_writes_starts_on_a_cache_line():
     params = [("x", [3, 5], "float32", False), ("out", [4], "float32", True)]
     args, outputs = Worker().arguments(params, seed=0)
     assert all(ptr % 64 == 0 for ptr in args) and outputs[0].shape == (4,)
+
+
+def test_products_over_badly_tiled_extents_run_padded_and_cropped():
+    """A dense over 19 rows (a prime: a register tile one row high) and an attention-like
+    batched matmul 19 x 23 compute over 24 rows and 32 columns, the extra ones reading the
+    last, and crop inside the kernel (nn.product); on their expert priors and unscheduled
+    they match the interpreter."""
+    g = Graph("padded")
+    x = g.add_input("x", (1, 19, 12))
+    h = g.add_node("dense", [x, _const(g, "w", 23, 12), _const(g, "b", 23)], name="fc")
+    h = g.add_node("gelu", [h], name="act")
+    k = g.add_node("transpose", [h], name="kt", perm=(0, 2, 1))
+    s = g.add_node("matmul", [h, k], name="scores")
+    g.set_outputs([g.add_node("softmax", [s], name="probs", axis=-1)])
+    feeds = [np.random.default_rng(1).standard_normal((1, 19, 12)).astype("float32")]
+    want = run_graph(g, feeds)[0]
+    for fallback in ("prior", "unscheduled"):
+        model = compile_model(g, fallback=fallback)
+        np.testing.assert_allclose(model(*feeds)[0], want, rtol=1e-4, atol=1e-6)
+        padded = [b.name for f in model.kernel_funcs for b in tessel.ir.blocks(f.body)
+                  if b.name.endswith("_padded")]
+        assert len(padded) == 2, padded

@@ -50,6 +50,7 @@ MIN_CHAINS = 8  # accumulators that hide FMA latency (about 4 cycles x 2 FMAs a 
 REDUCE_INNER = 256
 SHORT_REDUCTION = 32  # a reduction this short (a depthwise 3x3: 9) reads its padding inline
 UNROLL = 16
+WIDE, ROWS_INSIDE = 64, 8  # _rows_inside: vector tiles that make a product wide; row tiles
 
 
 def prior_schedules(space: Any, func: PrimFunc, limit: int | None = None) -> list[Schedule]:
@@ -118,7 +119,7 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
         decisions = dict(fixed)
         decisions.update({s: (e, 1, 1, 1) for s, e in spatial[:-2]})
         vec_site, vec_extent = spatial[-1]
-        inner = _largest_divisor(vec_extent, width)
+        inner = _vector_tile(vec_extent, width, lanes)
         rows = 1
         if len(spatial) >= 2:
             row_site, row_extent = spatial[-2]
@@ -130,6 +131,8 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
             inner = _chain_tile(vec_extent, rows, lanes, accumulators, inner, cap)
         tiles = _largest_divisor(vec_extent // inner, 2)
         decisions[vec_site] = (vec_extent // inner // tiles, 1, tiles, inner)
+        if len(spatial) >= 2:
+            decisions[row_site] = _rows_inside(decisions[row_site], decisions[vec_site])
         vectors = math.ceil(inner / lanes)
         variants = [decisions]
         if len(spatial) >= 2:
@@ -209,6 +212,26 @@ def _factorize(n: int) -> dict[int, int]:
     if n > 1:
         factors[n] = factors.get(n, 0) + 1
     return factors
+
+
+def _vector_tile(extent: int, width: int, lanes: int) -> int:
+    """The vector axis's innermost tile: the largest divisor of `extent` up to `width` lanes
+    that fills whole vectors of min(lanes, 8) lanes, else the largest divisor (2600 LSTM gate
+    columns: 8 lanes, not 13 of a 16-lane vector)."""
+    whole = [d for d in _divisors(extent) if d <= width and d % min(lanes, 8) == 0]
+    return max(whole) if whole else _largest_divisor(extent, width)
+
+
+def _rows_inside(row: tuple[int, ...], vec: tuple[int, ...]) -> tuple[int, ...]:
+    """The row tiling `row` with all its register tiles inside the cache tile when there are
+    few of them (at most ROWS_INSIDE) and many vector tiles (at least WIDE): a product of a
+    few rows by many columns (the LSTM decoder's 35 x 10000) otherwise streams the whole
+    weight once per row tile (5 times 26 MB: 83 GFLOP/s), where inside each panel of the
+    weight is reused by every row while in cache."""
+    outer, _, tiles, rows = row
+    if vec[0] < WIDE or not 1 < outer * tiles <= ROWS_INSIDE:
+        return row
+    return (1, 1, outer * tiles, rows)
 
 
 def _row_tile(extent: int, rows_max: int) -> tuple[int, int, int, int]:

@@ -110,7 +110,7 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int) -> list[dict[i
     spatial = [(s, e) for s, e in tiles if _levels(design, s) == SPATIAL_LEVELS]
     reduce = [(s, e) for s, e in tiles if _levels(design, s) == REDUCE_LEVELS]
     if not spatial:
-        return []
+        return [] if tiles else _rowwise(design)
     fixed = {**_categoricals(design), **{s: _reduce_tile(e) for s, e in reduce}}
     out = []
     for width in (2 * lanes, lanes):
@@ -243,6 +243,18 @@ def _row_tile(extent: int, rows_max: int) -> tuple[int, int, int, int]:
 def _reduce_tile(extent: int) -> tuple[int, int]:
     inner = _largest_divisor(extent, REDUCE_INNER)
     return (extent // inner, inner)
+
+
+def _rowwise(design: Trace) -> list[dict[int, Any]]:
+    """For a design that tiles nothing but places stages (a softmax's maximum, exponentials,
+    sum and quotient; a layer norm's mean, variance and output): every stage computed inside
+    its consumer's outermost loop, so a row's stages run together, the rows in parallel, and
+    unrolled by UNROLL. ViT's softmax over 2364 rows of 197: 2.3 ms unscheduled, 0.6-0.85 ms
+    so (the design's sampled decisions: 4 ms)."""
+    sites = [s for s in design.sampling_sites() if _is_location(design, s)]
+    if not sites:
+        return []
+    return [{**_categoricals(design), **{s: 0 for s in sites}}]
 
 
 def _inlined(design: Trace, decisions: dict[int, Any]) -> dict[int, Any] | None:

@@ -111,6 +111,10 @@ CASES = [
     ("tune-model dqn --select 999999", "tessel tune-model: argument --select: must be an int "
                                        "from 0 to 64, got '999999'"),
     ("tune-model dqn --trials 0", "tessel tune-model: argument --trials: must be an int >= 1"),
+    ("tune-model dqn --time 10x", "tessel tune-model: argument --time: must be a time such as "
+                                  "90s, 10m or 1h30m, got '10x'"),
+    ("tune-model dqn --time 0m", "tessel tune-model: argument --time: must be a time such as "
+                                 "90s, 10m or 1h30m, got '0m'"),
     ("tune-model dqn --batch-size -2", "tessel tune-model: argument --batch-size: must be an "
                                        "int >= 1"),
     ("worker --scheduler tcp://127.0.0.1:9 --device cpu --wait 0",

@@ -10,6 +10,7 @@ import pytest
 import tessel
 from tessel import ops
 from tessel.cli import main
+from tessel.cli.tune import duration
 from tessel.database import Database
 from tessel.graph import GraphError
 from tessel.space import make_space
@@ -139,3 +140,8 @@ def test_the_command_logs_only_when_asked(tmp_path, capfd):
     # one out); that the batch line is logged, with its counts, is this test's
     assert re.search(r"tessel INFO: matmul\[8,8,8\]: 2 measured \([0-2] ok\), 4 trials in all",
                      err), err
+
+
+def test_a_time_span_is_read_in_hours_minutes_and_seconds():
+    assert [duration(t) for t in ("90s", "10m", "1h30m", "45", "0.5h", "2m30s")] == \
+        [90, 600, 5400, 45, 1800, 150]

@@ -12,7 +12,8 @@ from tessel.graph import Graph, GraphError
 from tessel.graph.compiler import compile_model, model_tasks
 from tessel.graph.compiler.compile import fallback_program, protocols
 from tessel.graph.runtime import _lifetimes
-from tessel.graph.fold import fold_batch_norm, fold_constants, simplify
+from tessel.graph.fold import fold_batch_norm, fold_constants
+from tessel.graph.passes import simplify
 from tessel.graph.fuse import fuse
 from tessel.graph.reference import run_graph
 

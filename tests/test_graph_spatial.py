@@ -17,7 +17,7 @@ F = torch.nn.functional
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import tessel  # noqa: E402
-from tessel.graph.fold import simplify  # noqa: E402
+from tessel.graph.passes import simplify  # noqa: E402
 from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
 from tessel.graph.frontend.torch_import import Importer, from_torch  # noqa: E402
 from tessel.graph.layout import apply_layout  # noqa: E402

@@ -107,7 +107,8 @@ def test_codegen_passes_never_import_the_printer():
 # built kernels, the model compiler, and the torch.compile backend on top
 GRAPH_PARTS = {"ir": "ir", "ops": "ir", "opdefs": "ir", "reference": "ir", "lowering": "ir",
                "fold": "rewrites", "fuse": "rewrites", "layout": "rewrites",
-               "winograd": "rewrites", "frontend": "frontend", "runtime": "runtime",
+               "winograd": "rewrites", "spellings": "rewrites", "passes": "rewrites",
+               "frontend": "frontend", "runtime": "runtime",
                "compiler": "compiler", "torch_backend": "torch_backend"}
 GRAPH_MAY_IMPORT = {"ir": {"ir"}, "rewrites": {"ir", "rewrites"},
                     "frontend": {"ir", "frontend"}, "runtime": {"ir", "rewrites", "runtime"},

@@ -1,6 +1,7 @@
 """The tuning loop end to end: a real smoke run, every strategy with a fake runner, resuming,
 interruption, early stopping, task scheduling and apply_best."""
 import math
+import re
 import sqlite3
 import threading
 
@@ -397,3 +398,33 @@ def test_the_progress_line_keeps_a_total_when_other_runs_pass_it(capsys):
     assert bar.bar.n == 14 and bar.bar.total == 14
     bar.close()
     assert "14/14 trials" in capsys.readouterr().err
+
+
+def test_the_progress_line_of_a_run_by_the_clock_shows_the_time_left(capsys):
+    import time
+    from tessel.tuning.progress import TuneProgress
+    bar = TuneProgress("3 tasks", 10**9, 0, deadline=time.monotonic() + 600)
+    bar.update([MeasureResult(costs=(1e-3,))], 1e-3)
+    bar.close()
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"^3 tasks 1 trials \[00:0\d\], 09:5\d left \| ", line), line
+
+
+def test_tune_tasks_by_the_clock_starts_no_round_past_its_budget(tmp_path, monkeypatch):
+    """With a time budget the rounds stop once the clock passes it, whatever trials are left:
+    here the clock jumps past the budget after the first round."""
+    from tessel.tuning import loop
+    ticks = iter([0.0, 0.0] + [100.0] * 50)
+    monkeypatch.setattr(loop, "clock", lambda: next(ticks))
+    tasks = [Task(ops.matmul(32, 24, 16), TARGET, "a"), Task(ops.matmul(16, 40, 8), TARGET, "b")]
+    results = tune_tasks(tasks, 64, cost_model="random", database=tmp_path / "r.db",
+                         runner=FakeRunner(), builder=FakeBuilder(), batch_size=4,
+                         progress=False, strategy="random", time_budget=5.0)
+    assert sum(len(r.history) for r in results) == 4
+
+
+@pytest.mark.parametrize("budget", [0, -1.0, float("inf"), float("nan"), "10m", True])
+def test_a_time_budget_that_is_no_span_of_seconds_is_refused(budget):
+    task = Task(ops.matmul(32, 24, 16), TARGET, "a")
+    with pytest.raises(TuneError, match="time_budget must be None or a positive number"):
+        tune_tasks([task], 8, time_budget=budget)

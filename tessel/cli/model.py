@@ -2,6 +2,7 @@
 
     tessel tasks model.onnx                       the fused kernels and tuning tasks of a model
     tessel tune-model model.onnx --trials 512     tune all tasks into the database
+    tessel tune-model model.onnx --time 10m       ... by the clock
     tessel run-model model.onnx                   compile with the database, check, time
     tessel tune-model resnet18 --image 224        a model of tessel's zoo (needs torch)
 
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 import tessel
-from tessel.cli.tune import DEFAULT_DB, CliError, _ints, check_parts, count
+from tessel.cli.tune import DEFAULT_DB, CliError, _ints, check_parts, count, duration
 from tessel.graph import GraphError
 from tessel.graph.compiler import load_model, model_tasks, select_in_sequence
 from tessel.graph.compiler.select import MAX_CANDIDATES
@@ -97,6 +98,10 @@ def _in_flags(message: str) -> str:
         .replace("input_shapes", "--input")
 
 
+DEFAULT_TRIALS = 256
+UNBOUNDED = 10 ** 9  # trials, when only the clock bounds a run
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     check_model_args(args)
     graph = load_graph(args)
@@ -113,7 +118,8 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     target = tessel.Target("host")
     check_parts(target, args.strategy, args.cost_model)
     graph = load_graph(args)
-    results = tessel.tune_model(graph, target, args.trials, database=args.db,
+    trials = args.trials or (UNBOUNDED if args.time else DEFAULT_TRIALS)
+    results = tessel.tune_model(graph, target, trials, database=args.db, time_budget=args.time,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
                                 seed=args.seed, layout=args.layout, select=0)
@@ -184,8 +190,12 @@ def add_commands(sub) -> None:
     p.set_defaults(fn=cmd_tasks)
     p = sub.add_parser("tune-model", help="tune every task of a model into the database")
     _model_args(p)
-    p.add_argument("--trials", type=count(1), default=256,
-                   help="measurements in all (default 256)")
+    p.add_argument("--trials", type=count(1), default=None,
+                   help=f"measurements in all (default {DEFAULT_TRIALS}; with --time, as many as "
+                        "it allows)")
+    p.add_argument("--time", type=duration, default=None, metavar="T",
+                   help="stop tuning once T (90s, 10m, 1h30m) has passed since the start, "
+                        "loading the model included; the selection (--select) follows")
     p.add_argument("--scheduler", choices=("gradient", "round-robin"), default="gradient")
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="pretrained")

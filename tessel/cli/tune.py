@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import math
 import os
+import re
 import sys
 from typing import Any, Callable
 
@@ -136,6 +137,26 @@ def count(low: int = 1, high: int | None = None) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be an int {bound}, got {text!r}")
         return value
     return parse
+
+
+UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration(text: str) -> float:
+    """An argparse type: a span of time, `90s`, `10m`, `1h30m` or plain seconds (`45`), more
+    than 0; else argparse's one-line error."""
+    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[hms])+", text.strip())
+    if parts:
+        value = sum(float(n) * UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", text))
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a time such as 90s, 10m or 1h30m, "
+                                         f"got {text!r}")
+    return value
 
 
 def seconds(high: float) -> Callable[[str], float]:

@@ -5,7 +5,6 @@ value of the input graph that survives has the same name in the result.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
@@ -106,52 +105,4 @@ def _folded_conv(new: Graph, conv: Node, bn: Node) -> str:
                         output=bn.output, **dict(conv.attrs))
 
 
-def recognize_gelu(graph: Graph) -> Graph:
-    """x * (1 + erf(x / sqrt(2))) * 0.5, as exporters spell GELU, becomes one gelu node: x has
-    two readers in that spelling, which would keep the chain out of its producer's kernel."""
-    producer = graph.producer()
-
-    def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
-        x = _gelu_input(graph, producer, node)
-        return None if x is None else new.add_node("gelu", [x], name=node.name,
-                                                   output=node.output)
-
-    return rebuild(graph, rewrite)
-
-
-def _scalar_operand(graph: Graph, node: Node) -> tuple[float | None, str]:
-    """(the value of a one-element constant input, the other input) of a binary node."""
-    a, b = node.inputs
-    for c, other in ((b, a), (a, b)):
-        if c in graph.constants and graph.constants[c].size == 1:
-            return float(graph.constants[c].reshape(-1)[0]), other
-    return None, a
-
-
-def _gelu_input(graph: Graph, producer: dict[str, Node], node: Node) -> str | None:
-    if node.op != "mul" or _scalar_operand(graph, node)[0] != 0.5:
-        return None
-    inner = producer.get(_scalar_operand(graph, node)[1])
-    if inner is None or inner.op != "mul":
-        return None
-    for x, a in (inner.inputs, inner.inputs[::-1]):
-        plus = producer.get(a)
-        if plus is None or plus.op != "add" or _scalar_operand(graph, plus)[0] != 1.0:
-            continue
-        erf = producer.get(_scalar_operand(graph, plus)[1])
-        scaled = producer.get(erf.inputs[0]) if erf is not None and erf.op == "erf" else None
-        if scaled is not None and scaled.op in ("div", "mul"):
-            c, operand = _scalar_operand(graph, scaled)
-            want = math.sqrt(2.0) if scaled.op == "div" else math.sqrt(0.5)
-            if operand == x and c is not None and abs(c - want) < 1e-6:
-                return x
-    return None
-
-
-def simplify(graph: Graph) -> Graph:
-    """The standard pipeline before fusion: fold constants, fold batch norms, fold again,
-    recognize exporters' spelled-out GELU."""
-    return recognize_gelu(fold_constants(fold_batch_norm(fold_constants(graph))))
-
-
-__all__ = ["rebuild", "prune", "recognize_gelu", "fold_constants", "fold_batch_norm", "simplify"]
+__all__ = ["rebuild", "prune", "fold_constants", "fold_batch_norm"]

@@ -66,6 +66,12 @@ def _optional_positive(name: str, value: Any) -> None:
           f"{name} must be None or a positive int, got {value!r}")
 
 
+def _seconds(name: str, value: Any) -> None:
+    check(value is None or isinstance(value, (int, float)) and not isinstance(value, bool)
+          and 0 < value < float("inf"),
+          f"{name} must be None or a positive number of seconds, got {_kind(value)}")
+
+
 def _of_type(kind: type | tuple[type, ...], what: str) -> Callable[[str, Any], None]:
     def checker(name: str, value: Any) -> None:
         check(isinstance(value, kind), f"{name} must be {what}, got {_kind(value)}")
@@ -124,6 +130,7 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "runner": _has_method("run", "a Runner"), "builder": _has_method("build", "a Builder"),
     "callbacks": _callbacks, "scheduler": _scheduler,
     "strategy_options": _of_type((dict, type(None)), "a dict of keyword arguments or None"),
+    "time_budget": _seconds,
 }
 
 

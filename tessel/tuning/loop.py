@@ -150,24 +150,30 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
                builder: Builder | None = None, batch_size: int = 16, seed: int = 0,
                rerun_top: int = 3, progress: bool = True,
                strategy_options: dict[str, object] | None = None,
-               callbacks: Sequence[MeasureCallback] = ()) -> list[TuneResult]:
+               callbacks: Sequence[MeasureCallback] = (),
+               time_budget: float | None = None) -> list[TuneResult]:
     """Tune many tasks (e.g. the layers of a model; one target) within `trials` measurements
-    in all: the task scheduler gives each round of `batch_size` trials to one task. One cost
-    model, builder, runner and database serve every task. Every argument is checked before
-    any work (TuneError)."""
+    in all: the task scheduler gives each round of `batch_size` trials to one task. With a
+    `time_budget` (seconds, from this call) no round starts once it is spent: the round in
+    flight ends, and the final re-timing of each task's best few follows. One cost model,
+    builder, runner and database serve every task. Every argument is checked before any work
+    (TuneError)."""
+    start = clock()
     target = _check_tasks(tasks)
     check_tune_tasks_args(target, trials, scheduler=scheduler, space=space, strategy=strategy,
                           cost_model=cost_model, database=database, runner=runner,
                           builder=builder, batch_size=batch_size, seed=seed,
                           rerun_top=rerun_top, progress=progress,
-                          strategy_options=strategy_options, callbacks=callbacks)
+                          strategy_options=strategy_options, callbacks=callbacks,
+                          time_budget=time_budget)
     runs = _make_runs(tasks, space, strategy, _make_model(cost_model, target), database,
                       runner, builder, seed, strategy_options or {})
     try:
         before = [_resume(run) for run in runs]
         with _stop_on_interrupt() as stop:
-            return _tune_rounds(runs, before, TaskScheduler(tasks, scheduler, seed=seed), trials,
-                                batch_size, rerun_top, progress, stop, callbacks)
+            rounds = Rounds(TaskScheduler(tasks, scheduler, seed=seed), trials, batch_size,
+                            None if time_budget is None else start + time_budget)
+            return _tune_rounds(runs, before, rounds, rerun_top, progress, stop, callbacks)
     finally:
         _close_owned(runs[0], builder, runner, database)
 
@@ -196,23 +202,42 @@ def _check_tasks(tasks: object) -> Target:
     return tasks[0].target
 
 
-def _tune_rounds(runs: list[TuneRun], before: list[int], sched: TaskScheduler, trials: int,
-                 batch_size: int, rerun_top: int, progress: bool, stop: threading.Event,
+clock = time.monotonic  # the clock of time budgets (its deadlines are compared with it)
+
+
+@dataclass
+class Rounds:
+    """How tune_tasks hands out its rounds: the task scheduler, the budget of measurements in
+    all, a round's size, and the monotonic clock's deadline (None: no clock)."""
+    sched: TaskScheduler
+    trials: int
+    batch_size: int
+    deadline: float | None = None
+
+    def left(self, runs: list[TuneRun]) -> int:
+        """Trials a next round may take: none once the budget or the clock is spent."""
+        if self.deadline is not None and clock() >= self.deadline:
+            return 0
+        return min(self.batch_size, self.trials - sum(r.done for r in runs))
+
+
+def _tune_rounds(runs: list[TuneRun], before: list[int], rounds: Rounds, rerun_top: int,
+                 progress: bool, stop: threading.Event,
                  callbacks: Sequence[MeasureCallback]) -> list[TuneResult]:
+    sched, batch_size = rounds.sched, rounds.batch_size
     for k, run in enumerate(runs):  # the stored tuning curves, a round per batch
         best_so_far = list(itertools.accumulate(run.resumed, min))
         for end in range(batch_size, run.done + batch_size, batch_size):
             end = min(end, run.done)
             sched.record(k, end, best_so_far[end - 1])
-    bar = TuneProgress(f"{len(runs)} tasks", trials, sum(before), enabled=progress,
-                       latency=sched.total_latency)
+    bar = TuneProgress(f"{len(runs)} tasks", rounds.trials, sum(before), enabled=progress,
+                       latency=sched.total_latency, deadline=rounds.deadline)
     for run in runs:
         run.callbacks = [*default_callbacks(bar), *callbacks]
     with contextlib.closing(bar):
-        while sum(r.done for r in runs) < trials and not stop.is_set() and \
+        while (left := rounds.left(runs)) > 0 and not stop.is_set() and \
                 (k := sched.next_task()) is not None:
-            left = trials - sum(r.done for r in runs)
-            if not _round(runs[k], min(batch_size, left), bar):
+            if not _round(runs[k], left, bar):
                 sched.finish(k)
             sched.record(k, runs[k].done, runs[k].best_seconds)
             bar.refresh()

@@ -1,6 +1,10 @@
 """The live progress line of a tuning run (tqdm, to stderr):
 
     R18-C6  48/256 trials [01:10<05:03] best 96.2 GFLOP/s | 41.1 trials/min | errors: 2 runtime_error
+
+and, tuning by the clock (tune_tasks' time_budget), the time left instead of the trials':
+
+    53 tasks 412 trials [04:10], 05:50 left | total latency 9.312 ms | 98.9 trials/min | ...
 """
 from __future__ import annotations
 
@@ -16,9 +20,12 @@ from tessel.measure import MeasureResult
 
 class TuneProgress:
     def __init__(self, label: str, total: int, done: int = 0, flops: float = 0.0, *,
-                 enabled: bool = True, latency: Callable[[], float] | None = None) -> None:
+                 enabled: bool = True, latency: Callable[[], float] | None = None,
+                 deadline: float | None = None) -> None:
         """`latency`, for many tasks: a function giving the weighted total of their bests,
-        shown instead of one task's best GFLOP/s."""
+        shown instead of one task's best GFLOP/s; `deadline` (time.monotonic()'s clock): the
+        run stops there, and the line shows the time left."""
+        self.deadline = deadline
         self.flops, self.best_secs, self.errors = flops, float("inf"), Counter()
         self.busy = Counter()  # "remeasured" / "disturbed": timings others got in the way of
         self.stopped = 0  # candidates timed once: far slower than the best (RunConfig.stop_ratio)
@@ -26,8 +33,9 @@ class TuneProgress:
         self.start, self.new = time.perf_counter(), 0
         self.bar = tqdm(total=total, initial=min(done, total), desc=label, unit="trial",
                         file=sys.stderr, disable=not enabled, dynamic_ncols=True,
-                        bar_format="{desc} {n_fmt}/{total_fmt} trials [{elapsed}<{remaining}]"
-                                   "{postfix}")
+                        bar_format=("{desc} {n_fmt} trials [{elapsed}]" if deadline else
+                                    "{desc} {n_fmt}/{total_fmt} trials [{elapsed}<{remaining}]")
+                        + "{postfix}")
 
     def update(self, results: Sequence[MeasureResult], best_secs: float) -> None:
         self.best_secs = min(self.best_secs, best_secs)
@@ -74,7 +82,11 @@ class TuneProgress:
             busy = (f" | machine busy: {self.busy['remeasured']} re-timed, "
                     f"{self.busy['disturbed']} not trusted")
         slow = f" | {self.stopped} far slower, timed once" if self.stopped else ""
-        return f"{best} | {rate:.1f} trials/min | errors: {errors}{slow}{busy}"
+        clock = ""
+        if self.deadline is not None:
+            left = max(0, int(self.deadline - time.monotonic()))
+            clock = f"{left // 60:02d}:{left % 60:02d} left | "
+        return f"{clock}{best} | {rate:.1f} trials/min | errors: {errors}{slow}{busy}"
 
     def close(self) -> None:
         self.bar.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tessel.extras import require
-from tessel.graph.fold import simplify
+from tessel.graph.passes import simplify
 from tessel.graph.ir import Graph, GraphError, check
 
 

@@ -3,6 +3,7 @@ each task's program chosen in the model's sequence (tessel.graph.compiler.select
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +22,31 @@ log = logging.getLogger("tessel")
 def tune_model(model: Any, target: Target | str | None = None, trials: int = 256, *,
                database: str | Path | Database | None = "tessel.db",
                input_shapes: dict | None = None, example_inputs: tuple | None = None,
-               layout: str = DEFAULT_LAYOUT, select: int = 8,
+               layout: str = DEFAULT_LAYOUT, select: int = 8, time_budget: float | None = None,
                **options: Any) -> list[TuneResult]:
     """Tune every distinct fused kernel of a model (a tessel Graph, an ONNX model or path, or
     a torch module with `example_inputs`) within `trials` measurements in all, shared by the
     task scheduler; `options` go to `tune_tasks`. Then, with `select` > 0 and a database,
     each task's `select` best records are timed in the model's sequence and the fastest
     there is stored as its choice (tessel.graph.compiler.select; not after an interrupted
-    run). `tessel.compile_model` then runs the model with what the database holds (tune and
+    run). With a `time_budget` (seconds) tuning stops once the clock, started at this call
+    (loading the model counts), passes it, whatever trials are left; the selection follows.
+    `tessel.compile_model` then runs the model with what the database holds (tune and
     compile in the same `layout`)."""
+    start = time.monotonic()
     check(isinstance(select, int) and not isinstance(select, bool)
           and 0 <= select <= MAX_CANDIDATES,
           f"select must be an int >= 0 and <= {MAX_CANDIDATES}, got {select!r}")
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     target = as_target(target)
-    check_tune_tasks_args(target, trials, database=database, **options)  # before any work
+    check_tune_tasks_args(target, trials, database=database, time_budget=time_budget,
+                          **options)  # before any work
     graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
                          target.vector_lanes("float32"))
     _, tasks = graph_tasks(graph, target)
-    results = tune_tasks(tasks, trials, database=database, **options)
+    if time_budget is not None:  # what loading and the tasks took is spent
+        time_budget = max(time_budget - (time.monotonic() - start), 1e-3)
+    results = tune_tasks(tasks, trials, database=database, time_budget=time_budget, **options)
     if select and database is not None and not any(r.interrupted for r in results):
         db = Database.open(database, create=False)
         chosen = select_graph(graph, target, db, candidates=select, layout=layout)

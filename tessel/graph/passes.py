@@ -1,0 +1,18 @@
+"""The graph passes every model goes through between its importer and fusion (simplify):
+constants folded (tessel.graph.fold), batch norms folded into their convolutions, exporters'
+spellings of one operator recognized (tessel.graph.spellings)."""
+from __future__ import annotations
+
+from tessel.graph.fold import fold_batch_norm, fold_constants
+from tessel.graph.ir import Graph
+from tessel.graph.spellings import recognize_gelu, unflatten_products
+
+
+def simplify(graph: Graph) -> Graph:
+    """Fold constants, fold batch norms, fold again, recognize exporters' spelled-out GELU,
+    and give products flattened to rows their own leading axes back."""
+    graph = fold_constants(fold_batch_norm(fold_constants(graph)))
+    return unflatten_products(recognize_gelu(graph))
+
+
+__all__ = ["simplify"]

@@ -1,0 +1,154 @@
+"""Exporters' spellings of one operator, recognized before fusion: GELU written out in its erf
+or tanh form, and a linear layer whose input is flattened to rows around its matrix product.
+
+Each spelling keeps a chain out of its producer's kernel: the written-out GELU reads x three
+times (so it cannot join the kernel that makes x), and the reshapes around a flattened product
+separate it from its bias, residual and activation (GPT-2's Conv1D: `addmm(b, x.view(-1, K),
+w).view(..., N)`, 24 residual adds and 12 GELUs of GPT-2 small ran as kernels of their own).
+Each pass returns a new Graph (tessel.graph.fold.rebuild) and keeps value names.
+"""
+from __future__ import annotations
+
+import math
+
+from tessel.graph.fold import rebuild
+from tessel.graph.ir import Graph, Node, unique_name
+
+TANH_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh form: tanh(TANH_SCALE * (x + CUBE x^3))
+CUBE = 0.044715
+
+
+def recognize_gelu(graph: Graph) -> Graph:
+    """x * (1 + erf(x / sqrt(2))) * 0.5 and 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715
+    x^3))), as exporters spell GELU, become one gelu node (approximate "none", "tanh")."""
+    producer = graph.producer()
+
+    def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
+        for approximate, match in (("none", _erf_gelu_input), ("tanh", _tanh_gelu_input)):
+            x = match(graph, producer, node)
+            if x is not None:
+                return new.add_node("gelu", [x], name=node.name, output=node.output,
+                                    approximate=approximate)
+        return None
+
+    return rebuild(graph, rewrite)
+
+
+def unflatten_products(graph: Graph) -> Graph:
+    """reshape(dense(reshape(x, (rows, K)), w, b), (*lead, N)), where rows = prod(lead),
+    becomes dense(x', w, b) with x' = x seen as (*lead, K) (x itself when it is): the same
+    numbers in the same order, with no view between the product and what reads its result."""
+    producer, users = graph.producer(), graph.consumers()
+
+    def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
+        dense = producer.get(node.inputs[0]) if node.op == "reshape" else None
+        if dense is None or dense.op != "dense" or len(users.get(dense.output, ())) != 1:
+            return None
+        flat = producer.get(dense.inputs[0])
+        if flat is None or flat.op != "reshape" or len(graph.types[flat.output].shape) != 2:
+            return None
+        rows, k = graph.types[flat.output].shape
+        *lead, n = graph.types[node.output].shape
+        if not lead or math.prod(lead) != rows or n != graph.types[dense.output].shape[-1]:
+            return None
+        # (values keep their names through this pass: x, the weight and the bias exist)
+        x = flat.inputs[0]
+        if graph.types[x].shape != (*lead, k):  # a name neither graph has
+            seen = unique_name(f"{x}_rows", lambda v: v in graph.types or v in new.types)
+            x = new.add_node("reshape", [x], output=seen, shape=(*lead, k))
+        return new.add_node("dense", [x, *dense.inputs[1:]], name=dense.name,
+                            output=node.output, **dict(dense.attrs))
+
+    return rebuild(graph, rewrite)
+
+
+def scalar_operand(graph: Graph, node: Node) -> tuple[float | None, str]:
+    """(the value of a one-element constant input, the other input) of a binary node."""
+    a, b = node.inputs
+    for c, other in ((b, a), (a, b)):
+        if c in graph.constants and graph.constants[c].size == 1:
+            return float(graph.constants[c].reshape(-1)[0]), other
+    return None, a
+
+
+def _near(value: float | None, want: float) -> bool:
+    return value is not None and abs(value - want) <= 1e-6 * max(1.0, abs(want))
+
+
+def _erf_gelu_input(graph: Graph, producer: dict[str, Node], node: Node) -> str | None:
+    """x of 0.5 * (x * (1 + erf(x / sqrt(2)))) (or x * sqrt(0.5) inside the erf)."""
+    if node.op != "mul" or not _near(scalar_operand(graph, node)[0], 0.5):
+        return None
+    inner = producer.get(scalar_operand(graph, node)[1])
+    if inner is None or inner.op != "mul":
+        return None
+    for x, a in (inner.inputs, inner.inputs[::-1]):
+        plus = producer.get(a)
+        if plus is None or plus.op != "add" or not _near(scalar_operand(graph, plus)[0], 1.0):
+            continue
+        erf = producer.get(scalar_operand(graph, plus)[1])
+        scaled = producer.get(erf.inputs[0]) if erf is not None and erf.op == "erf" else None
+        if scaled is not None and scaled.op in ("div", "mul"):
+            c, operand = scalar_operand(graph, scaled)
+            want = math.sqrt(2.0) if scaled.op == "div" else math.sqrt(0.5)
+            if operand == x and _near(c, want):
+                return x
+    return None
+
+
+def _tanh_gelu_input(graph: Graph, producer: dict[str, Node], node: Node) -> str | None:
+    """x of (0.5 * x) * (1 + tanh(...)) or 0.5 * (x * (1 + tanh(...))), the tanh's argument
+    sqrt(2 / pi) * (x + 0.044715 * x^3) (the cube as pow(x, 3) or x * x * x)."""
+    if node.op != "mul":
+        return None
+    half, rest = scalar_operand(graph, node)
+    pairs = []
+    if _near(half, 0.5) and (inner := producer.get(rest)) is not None and inner.op == "mul":
+        pairs = [(x, producer.get(t)) for x, t in (inner.inputs, inner.inputs[::-1])]
+    for h, t in (node.inputs, node.inputs[::-1]):
+        m = producer.get(h)
+        if m is not None and m.op == "mul" and _near(scalar_operand(graph, m)[0], 0.5):
+            pairs.append((scalar_operand(graph, m)[1], producer.get(t)))
+    for x, plus in pairs:
+        if plus is not None and _tanh_term_input(graph, producer, plus) == x:
+            return x
+    return None
+
+
+def _tanh_term_input(graph: Graph, producer: dict[str, Node], plus: Node) -> str | None:
+    """x of 1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))."""
+    if plus.op != "add" or not _near(scalar_operand(graph, plus)[0], 1.0):
+        return None
+    tanh = producer.get(scalar_operand(graph, plus)[1])
+    scaled = producer.get(tanh.inputs[0]) if tanh is not None and tanh.op == "tanh" else None
+    if scaled is None or scaled.op != "mul" or \
+            not _near(scalar_operand(graph, scaled)[0], TANH_SCALE):
+        return None
+    total = producer.get(scalar_operand(graph, scaled)[1])
+    if total is None or total.op != "add":
+        return None
+    for x, c in (total.inputs, total.inputs[::-1]):
+        cubed = producer.get(c)
+        if cubed is not None and cubed.op == "mul" and \
+                _near(scalar_operand(graph, cubed)[0], CUBE) and \
+                _is_cube(graph, producer, scalar_operand(graph, cubed)[1], x):
+            return x
+    return None
+
+
+def _is_cube(graph: Graph, producer: dict[str, Node], value: str, x: str) -> bool:
+    """Whether `value` is pow(x, 3), x * x * x or (x * x) * x."""
+    node = producer.get(value)
+    if node is None:
+        return False
+    if node.op == "pow":
+        return node.inputs[0] == x and _near(scalar_operand(graph, node)[0], 3.0) and \
+            scalar_operand(graph, node)[1] == x
+    if node.op != "mul":
+        return False
+    a, b = node.inputs
+    square = producer.get(a if b == x else b) if x in (a, b) else None
+    return square is not None and square.op == "mul" and list(square.inputs) == [x, x]
+
+
+__all__ = ["recognize_gelu", "unflatten_products", "scalar_operand"]

@@ -50,10 +50,10 @@ def test_round_robin_cycles_and_skips_finished_tasks():
 
 def test_gradient_warms_up_every_task_then_follows_the_steepest_curve():
     sched = TaskScheduler(tasks(1, 1), "gradient", epsilon=0.0)
+    assert sched.next_task() == 1  # 17 x 16 x 16 before 16 x 16 x 16
+    sched.record(1, 16, 1e-3)
     assert sched.next_task() == 0
     sched.record(0, 16, 1e-3)
-    assert sched.next_task() == 1
-    sched.record(1, 16, 1e-3)
     # task 0 keeps improving, task 1 is flat at the same speed: task 0 gets the next round
     for r, best in enumerate([8e-4, 6e-4, 4e-4, 3e-4], start=2):
         sched.record(0, 16 * r, best)
@@ -138,3 +138,18 @@ def test_the_optimistic_guess_compares_tasks_of_like_arithmetic_only():
     assert sched._optimistic(0) == pytest.approx(2 * sched._best(0))
     assert sched._optimistic(2) < sched._best(2) / 1.9  # its peer says it can go faster
     assert sched.next_task() == 2
+
+
+def test_the_warm_up_takes_the_heaviest_tasks_first_by_a_roofline_guess():
+    """Weight times flops, or times bytes moved where that weighs more: a big copy (no flops)
+    before a small product, a product occurring 3 times before a larger one occurring once."""
+    big_copy = Task(ops.pad((512, 512), 0), TARGET, "copy")  # 2 MB moved, no arithmetic
+    small = Task(ops.matmul(8, 8, 8), TARGET, "small")
+    thrice = Task(ops.matmul(64, 64, 64), TARGET, "thrice", 3)
+    once = Task(ops.matmul(96, 64, 64), TARGET, "once")
+    sched = TaskScheduler([small, once, big_copy, thrice], "gradient", epsilon=0.0)
+    order = []
+    while (i := sched.next_task()) is not None and len(order) < 4:
+        order.append(sched.tasks[i].label)
+        sched.record(i, 16, 1e-3)
+    assert order == ["copy", "thrice", "once", "small"]

@@ -103,3 +103,20 @@ def test_a_reshape_that_does_not_keep_the_columns_last_stays():
     y = g.add_node("dense", [flat, _const(g, "w", 7, 5)])
     g.set_outputs([g.add_node("relu", [g.add_node("reshape", [y], shape=(3, 14))])])
     assert simplify(g).op_counts() == {"reshape": 2, "dense": 1, "relu": 1}
+
+
+def test_silu_written_as_x_times_its_sigmoid_fuses_and_a_gate_on_another_value_stays():
+    """EfficientNet's SiLU (x * sigmoid(x)) becomes one node in its dense's kernel; its
+    squeeze-excite gate, x * sigmoid(s) of another value s, stays a mul of two values."""
+    g = Graph("swish")
+    x = g.add_input("x", (3, 5))
+    s = g.add_input("s", (3, 7))
+    h = g.add_node("dense", [x, _const(g, "w", 7, 5), _const(g, "b", 7)])
+    y = g.add_node("mul", [g.add_node("sigmoid", [h]), h])
+    g.set_outputs([g.add_node("mul", [y, g.add_node("sigmoid", [s])])])
+    simple = simplify(g)
+    assert simple.op_counts() == {"dense": 1, "silu": 1, "sigmoid": 1, "mul": 1}
+    assert sorted(grp.name for grp in fuse(simple)) == ["fused_dense_silu_mul", "sigmoid"]
+    feeds = [RNG.standard_normal(g.types[v].shape).astype(np.float32) * 4 for v in g.inputs]
+    np.testing.assert_allclose(compile_model(g)(*feeds)[0], run_graph(g, feeds)[0],
+                               rtol=1e-5, atol=1e-6)

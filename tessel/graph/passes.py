@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from tessel.graph.fold import fold_batch_norm, fold_constants
 from tessel.graph.ir import Graph
-from tessel.graph.spellings import recognize_gelu, unflatten_products
+from tessel.graph.spellings import recognize_activations, unflatten_products
 
 
 def simplify(graph: Graph) -> Graph:
-    """Fold constants, fold batch norms, fold again, recognize exporters' spelled-out GELU,
-    and give products flattened to rows their own leading axes back."""
+    """Fold constants, fold batch norms, fold again, recognize exporters' spelled-out GELU
+    and SiLU, and give products flattened to rows their own leading axes back."""
     graph = fold_constants(fold_batch_norm(fold_constants(graph)))
-    return unflatten_products(recognize_gelu(graph))
+    return unflatten_products(recognize_activations(graph))
 
 
 __all__ = ["simplify"]

@@ -104,7 +104,7 @@ def _rsqrt(c: Context, a: dict) -> Any:
 
 
 def _silu(c: Context, a: dict) -> Any:
-    return c.out("mul", [a["self"], c.emit("sigmoid", [a["self"]])])
+    return c.out("silu", [a["self"]])
 
 
 def _hardsigmoid(c: Context, a: dict) -> Any:

@@ -183,6 +183,8 @@ unary("relu", lambda v, a: te.max(v, 0.0), lambda x, a: np.maximum(x, 0.0),
       lambda t, x: t.relu(x))
 unary("sigmoid", lambda v, a: te.sigmoid(v), lambda x, a: ref.sigmoid(x),
       lambda t, x: t.sigmoid(x))
+unary("silu", lambda v, a: v * te.sigmoid(v), lambda x, a: x * ref.sigmoid(x),
+      lambda t, x: t.nn.functional.silu(x))  # x * sigmoid(x), one reader of x: it fuses
 unary("tanh", lambda v, a: te.tanh(v), lambda x, a: np.tanh(x), lambda t, x: t.tanh(x))
 unary("erf", lambda v, a: te.erf(v), lambda x, a: erf_f64(x), lambda t, x: t.erf(x))
 unary("exp", lambda v, a: te.exp(v), lambda x, a: np.exp(x), lambda t, x: t.exp(x), finite=False)

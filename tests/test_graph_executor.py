@@ -103,6 +103,30 @@ def test_fusion_puts_conv_bias_residual_and_relu_in_one_group():
         made.add(grp.output)
 
 
+def test_an_lstm_cell_update_reading_three_gates_is_one_kernel():
+    """c' = sigmoid(f) * c + sigmoid(i) * tanh(g), the gates slices of one product: the
+    slices and activations feeding the update fuse with it (one kernel, not four), and
+    h' = sigmoid(o) * tanh(c') is a second; both match the interpreter."""
+    g = Graph("cell")
+    x, c = g.add_input("x", (1, 5)), g.add_input("c", (1, 11))
+    gates = g.add_node("dense", [x, _const(g, "w", 44, 5)])
+
+    def gate(k: int, act: str) -> str:
+        return g.add_node(act, [g.add_node("slice", [gates], starts=(0, 11 * k),
+                                           ends=(1, 11 * k + 11), steps=(1, 1))])
+    i, o, f, cand = gate(0, "sigmoid"), gate(1, "sigmoid"), gate(2, "sigmoid"), gate(3, "tanh")
+    c2 = g.add_node("add", [g.add_node("mul", [f, c]), g.add_node("mul", [i, cand])])
+    h2 = g.add_node("mul", [o, g.add_node("tanh", [c2])])
+    g.set_outputs([h2, c2])
+    groups = [grp for grp in fuse(g) if not grp.is_view]
+    assert len(groups) == 3  # the product, c', h'
+    assert sorted(n.op for n in groups[1].nodes) == sorted(
+        ["slice", "sigmoid", "mul", "slice", "sigmoid", "slice", "tanh", "mul", "add"])
+    feeds = _feeds(g)
+    for got, want in zip(compile_model(g)(*feeds), run_graph(g, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def attention(seq: int = 7, heads: int = 3, dim: int = 5) -> Graph:
     """One attention head block on activations q, k, v (1, seq, heads * dim): split heads,
     scores, softmax, weighted sum, merge heads, an output ReLU (odd sizes throughout)."""

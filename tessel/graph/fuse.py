@@ -73,6 +73,8 @@ def fuse(graph: Graph) -> list[FusedGroup]:
     groups: list[FusedGroup] = []
     for node in graph.nodes:
         group = _host(graph, node, owner, users)
+        if group is not None:
+            _take_siblings(graph, node, group, owner, users, groups)
         if group is None and OPS[node.op].folds_transposes:
             group = _prologue(graph, node, owner, users, groups)
         if group is None:
@@ -121,6 +123,27 @@ def _host(graph: Graph, node: Node, owner: dict[str, FusedGroup],
         if kind in joins:
             return group
     return None
+
+
+def _take_siblings(graph: Graph, node: Node, host: FusedGroup, owner: dict[str, FusedGroup],
+                   users: dict[str, list[Node]], groups: list[FusedGroup]) -> None:
+    """An elementwise `node` joining an elementwise or injective `host` also takes the other
+    such groups whose result only it reads: an LSTM step's c = f * c + i * g reads three
+    gates, each a slice of the gate product and an activation, and ran as four kernels (a
+    group's values other than its result are read inside it only, so another group that
+    reads just `node`'s inputs depends on nothing of `host`'s)."""
+    if OPS[node.op].kind != "elemwise" or host.kind not in ("elemwise", "injective"):
+        return
+    for v in dict.fromkeys(node.inputs):
+        other = owner.get(v)
+        if other is None or other is host or other.kind not in ("elemwise", "injective") or \
+                other.in_place or not _sole_use(graph, other, v, users) or \
+                len(host.nodes) + len(other.nodes) >= MAX_GROUP_NODES:
+            continue
+        host.nodes[:0] = other.nodes
+        groups.remove(other)
+        for n in other.nodes:
+            owner[n.output] = host
 
 
 def _sole_use(graph: Graph, group: FusedGroup, v: str, users: dict[str, list[Node]]) -> bool:

@@ -294,23 +294,29 @@ def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space(target):
     assert len(fmas(loop, target)) >= 8  # 2 x 2 pixels x two vectors of channels
 
 
-@pytest.mark.parametrize("n, piece", [(200, 40), (3072, 64), (67, 0)])
-def test_a_loop_too_long_to_vectorize_whole_gets_a_vectorized_piece(n, piece):
+@pytest.mark.parametrize("rows, n, piece, threads", [(40, 200, 40, True), (33, 3072, 64, True),
+                                                     (100, 67, 0, True), (1, 650, 64, False),
+                                                     (3, 67, 64, False)])
+def test_a_loop_too_long_to_vectorize_whole_gets_a_vectorized_piece(rows, n, piece, threads):
     """RewriteParallelVectorizeUnroll: the innermost loop of an elementwise block, longer than
     max_vectorize_extent, is split by the largest multiple of the vector width that divides
-    it and fits; the inner piece is vectorized (none divides 67: it stays serial)."""
+    it and fits; the inner piece is vectorized (none divides 67: it stays serial). A kernel
+    of at most SERIAL_WORK iterations (an LSTM step's 650 gates) runs on one thread, and
+    its loop is vectorized in pieces of 64 where none divides it, the last one guarded."""
     from tessel import te
-    from tessel.space.postproc import RewriteParallelVectorizeUnroll
-    from tessel.space.rules.parallel import VECTORIZE
-    A = te.placeholder((3, n), name="A")
-    B = te.compute((3, n), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    from tessel.space.postproc import SERIAL_WORK, RewriteParallelVectorizeUnroll
+    from tessel.space.rules.parallel import PARALLEL, VECTORIZE
+    A = te.placeholder((rows, n), name="A")
+    B = te.compute((rows, n), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
     sch = tessel.Schedule(te.create_func([A, B], name="scale"))
     sch.annotate(sch.get_block("root"), VECTORIZE, 64)
-    final = postprocess(sch, [RewriteParallelVectorizeUnroll()], strict=True)
+    sch.annotate(sch.get_block("root"), PARALLEL, 32)
+    final = postprocess(sch, [RewriteParallelVectorizeUnroll(cores=2)], strict=True)
     loops = [l for l in ir.collect(final.func.body, ir.For)]
     vectorized = [l.extent for l in loops if l.kind == "vectorized"]
     assert vectorized == ([piece] if piece else [])
-    a = np.random.default_rng(0).standard_normal((3, n)).astype("float32")
+    assert any(l.kind == "parallel" for l in loops) == threads == (rows * n > SERIAL_WORK)
+    a = np.random.default_rng(0).standard_normal((rows, n)).astype("float32")
     b = np.zeros_like(a)
     tessel.build(final.func)(a, b)
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)

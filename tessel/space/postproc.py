@@ -17,6 +17,7 @@ program is ever built or measured.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -34,6 +35,9 @@ from tessel.target import Target
 
 MAX_UNROLL_STEP = 512  # the largest pragma_auto_unroll_max_step accepted
 MAX_UNROLLED_ITERATIONS = 4096  # product of the extents of nested "unrolled" loops
+# a kernel doing at most this many iterations in all runs on one thread: starting and
+# joining the threads (1-2 us) took longer than an LSTM step's 650-wide gates themselves
+SERIAL_WORK = 4096
 
 
 class Postproc(Protocol):
@@ -270,19 +274,22 @@ class RewriteParallelVectorizeUnroll:
     loops until it has meta_schedule.parallel iterations; in a workload partitioned by rows
     (PrimFunc.partition) it is instead the outermost loop over the output's rows, split in
     `cores` shares and moved above the others, so each thread computes a contiguous band of
-    rows of every channel block (and walks the channel blocks in the schedule's order)."""
+    rows of every channel block (and walks the channel blocks in the schedule's order). A
+    kernel of at most SERIAL_WORK iterations in all stays on one thread, its innermost loop
+    vectorized in pieces (the last one guarded) where no piece divides it."""
     lanes: int = 8
     cores: int = 1
 
     def apply(self, sch: Schedule) -> None:
         root = sch.get_block(sch.func.body.block.name)
         ann = dict(sch.get(root).annotations)
+        small = self._work(sch) <= SERIAL_WORK
         for block in leaf_blocks(sch.func):
             rv = sch.get_block(block.name)
-            if ann.get(PARALLEL, 0) > 0:
+            if ann.get(PARALLEL, 0) > 0 and not small:
                 self._parallel(sch, rv, ann[PARALLEL])
             if ann.get(VECTORIZE, 0) > 0:
-                self._vectorize(sch, rv, ann[VECTORIZE])
+                self._vectorize(sch, rv, ann[VECTORIZE], guarded=small)
         if ann.get(UNROLL, 0) > 0:
             self._unroll(sch, ann[UNROLL])
         for key in (PARALLEL, VECTORIZE, UNROLL):
@@ -319,7 +326,17 @@ class RewriteParallelVectorizeUnroll:
         sch.parallel(share)
         return True
 
-    def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int) -> None:
+    @staticmethod
+    def _work(sch: Schedule) -> int:
+        """Iterations of every leaf block's loop nest, summed."""
+        total = 0
+        for block in leaf_blocks(sch.func):
+            extents = [sch.get(loop).extent for loop in sch.get_loops(sch.get_block(block.name))]
+            total += math.prod(extents)
+        return total
+
+    def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int,
+                   guarded: bool = False) -> None:
         loops = sch.get_loops(block)
         if not loops or not isinstance(sch.get(loops[-1]).body, BlockRealize):
             return
@@ -340,6 +357,8 @@ class RewriteParallelVectorizeUnroll:
             return
         inner = sch.get(loops[-1])  # too long to vectorize whole: vectorize a piece of it
         factor = self._piece(inner.extent, max_extent)
+        if not factor and guarded and inner.extent > self.lanes:
+            factor = min(max_extent - max_extent % self.lanes, inner.extent) or 0
         if inner.kind == "serial" and is_spatial_loop(inner) and factor:
             sch.vectorize(sch.split(loops[-1], [None, factor])[1])
 

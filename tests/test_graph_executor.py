@@ -560,3 +560,22 @@ def test_products_over_badly_tiled_extents_run_padded_and_cropped():
         padded = [b.name for f in model.kernel_funcs for b in tessel.ir.blocks(f.body)
                   if b.name.endswith("_padded")]
         assert len(padded) == 2, padded
+
+
+def test_softmax_over_a_causal_mask_matches_and_floors_its_exponent():
+    """Masked scores (finfo.min, -1e4, a row masked whole) give the interpreter's softmax;
+    the exponent is floored where the C library's vector exp would take its slow path."""
+    from tessel.ops.norm import EXP_FLOOR
+    g = Graph("causal")
+    x = g.add_input("x", (2, 19, 19))
+    g.set_outputs([g.add_node("softmax", [x]), g.add_node("log_softmax", [x])])
+    scores = RNG.standard_normal((2, 19, 19)).astype(np.float32) * 4
+    scores[0][np.triu(np.ones((19, 19), bool), 1)] = np.finfo(np.float32).min
+    scores[1][np.triu(np.ones((19, 19), bool), 1)] = -1e4
+    scores[1, 3] = np.finfo(np.float32).min  # every score of a row masked
+    model = compile_model(g)
+    for got, want in zip(model(scores), run_graph(g, [scores])):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.exp(np.float32(EXP_FLOOR)) >= np.finfo(np.float32).tiny
+    for call in model.calls:  # softmax's exp stage, log_softmax's sum
+        assert f"{EXP_FLOOR}f" in call.module.source

@@ -14,6 +14,7 @@ from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, axis_of, define,
                                       elementwise, exact, f64, floats, numbers, same)
 from tessel.ops import reference as ref
+from tessel.ops.norm import EXP_FLOOR
 
 Index = tuple[ir.Expr, ...]
 X3 = (3, 5, 7)
@@ -223,6 +224,7 @@ for _op in REDUCTIONS:
 
 # ---- softmax, log_softmax ----
 
+
 def _softmax_infer(op: str):
     def infer(inputs, attrs, label):
         attrs["axis"] = axis_of(label, op, attrs["axis"], len(inputs[0].shape))
@@ -234,12 +236,18 @@ def _row_max(x: te.Tensor, axis: int, name: str) -> te.Tensor:
     return _reduce_stage(x, [axis], False, te.max, lambda v, r: v, f"{name}_maxelem", "k")
 
 
+def _shifted_exp(v: ir.Expr, top: ir.Expr) -> ir.Expr:
+    """exp(v - top), v - top floored at EXP_FLOOR as in ops.softmax (why: its doc)."""
+    return te.exp(te.max(v - top, EXP_FLOOR))
+
+
 def _softmax_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     """Stages as ops.softmax: {name}_maxelem, {name}_exp, {name}_expsum, then name."""
     x, = args
     axis = a["axis"]
     maxelem = _row_max(x, axis, name)
-    ex = elementwise(x.shape, lambda i: te.exp(x[i] - maxelem[_drop(i, [axis])]), f"{name}_exp")
+    ex = elementwise(x.shape, lambda i: _shifted_exp(x[i], maxelem[_drop(i, [axis])]),
+                     f"{name}_exp")
     expsum = _reduce_stage(ex, [axis], False, te.sum, lambda v, r: v, f"{name}_expsum", "k")
     return elementwise(x.shape, lambda i: ex[i] / expsum[_drop(i, [axis])], name)
 
@@ -249,7 +257,7 @@ def _log_softmax_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) ->
     x, = args
     axis = a["axis"]
     top = _row_max(x, axis, name)
-    expsum = _reduce_stage(x, [axis], False, te.sum, lambda v, r: te.exp(v - top[r]),
+    expsum = _reduce_stage(x, [axis], False, te.sum, lambda v, r: _shifted_exp(v, top[r]),
                            f"{name}_expsum", "k")
     return elementwise(x.shape, lambda i: x[i] - top[_drop(i, [axis])] - te.log(
         expsum[_drop(i, [axis])]), name)

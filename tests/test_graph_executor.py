@@ -418,7 +418,7 @@ def test_a_copy_falls_back_to_the_spaces_parallel_design():
     """A concat has no expert prior (no register tile): without records it runs the auto
     space's first design, parallel and vectorized, not the serial unscheduled copy."""
     g = Graph("concat")
-    a, b = g.add_input("a", (1, 3, 45, 16)), g.add_input("b", (1, 2, 45, 16))
+    a, b = g.add_input("a", (1, 3, 91, 16)), g.add_input("b", (1, 2, 91, 16))  # > SERIAL_WORK
     g.set_outputs([g.add_node("concat", [g.add_node("relu", [a]), b], axis=1)])
     model = compile_model(g)
     assert [s.how for s in model.statuses] == ["prior"]
@@ -579,3 +579,20 @@ def test_softmax_over_a_causal_mask_matches_and_floors_its_exponent():
     assert np.exp(np.float32(EXP_FLOOR)) >= np.finfo(np.float32).tiny
     for call in model.calls:  # softmax's exp stage, log_softmax's sum
         assert f"{EXP_FLOOR}f" in call.module.source
+
+
+@pytest.mark.parametrize("op", ["softmax", "layer_norm"])
+def test_a_row_wise_operator_of_rank_four_runs_its_rows_in_parallel(op):
+    """The row prior computes a softmax's (a layer norm's) stages inside the loop over rows,
+    the one above the last axis, so all 1 x 4 x 50 rows are one parallel loop: inside the
+    outermost loop (extent 1) the whole (1, 4, 50, 11) ran on one thread."""
+    g = Graph(op)
+    x = g.add_input("x", (1, 4, 50, 11))
+    extra = [_const(g, "w", 11), _const(g, "b", 11)] if op == "layer_norm" else []
+    g.set_outputs([g.add_node(op, [x, *extra])])
+    model = compile_model(g)
+    assert [s.how for s in model.statuses] == ["prior"]
+    assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int32_t \w+ = 0; \w+ < 200;",
+                     model.calls[0].module.source)
+    feeds = _feeds(g)
+    np.testing.assert_allclose(model(*feeds)[0], run_graph(g, feeds)[0], rtol=1e-5, atol=1e-6)

@@ -295,14 +295,14 @@ def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space(target):
 
 
 @pytest.mark.parametrize("rows, n, piece, threads", [(40, 200, 40, True), (33, 3072, 64, True),
-                                                     (100, 67, 0, True), (1, 650, 64, False),
+                                                     (100, 67, 64, True), (1, 650, 64, False),
                                                      (3, 67, 64, False)])
 def test_a_loop_too_long_to_vectorize_whole_gets_a_vectorized_piece(rows, n, piece, threads):
     """RewriteParallelVectorizeUnroll: the innermost loop of an elementwise block, longer than
     max_vectorize_extent, is split by the largest multiple of the vector width that divides
-    it and fits; the inner piece is vectorized (none divides 67: it stays serial). A kernel
-    of at most SERIAL_WORK iterations (an LSTM step's 650 gates) runs on one thread, and
-    its loop is vectorized in pieces of 64 where none divides it, the last one guarded."""
+    it and fits, or where none divides it (67, 650) in pieces of 64, the last one guarded;
+    the inner piece is vectorized. A kernel of at most SERIAL_WORK iterations (an LSTM
+    step's 650 gates) runs on one thread."""
     from tessel import te
     from tessel.space.postproc import SERIAL_WORK, RewriteParallelVectorizeUnroll
     from tessel.space.rules.parallel import PARALLEL, VECTORIZE

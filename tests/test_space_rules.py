@@ -295,13 +295,13 @@ def test_hand_written_conv2d_schedule_is_reachable_in_the_auto_space(target):
 
 
 @pytest.mark.parametrize("rows, n, piece, threads", [(40, 200, 40, True), (33, 3072, 64, True),
-                                                     (100, 67, 64, True), (1, 650, 64, False),
-                                                     (3, 67, 64, False)])
+                                                     (100, 67, 8, True), (1, 650, 8, False),
+                                                     (3, 67, 8, False)])
 def test_a_loop_too_long_to_vectorize_whole_gets_a_vectorized_piece(rows, n, piece, threads):
     """RewriteParallelVectorizeUnroll: the innermost loop of an elementwise block, longer than
     max_vectorize_extent, is split by the largest multiple of the vector width that divides
-    it and fits, or where none divides it (67, 650) in pieces of 64, the last one guarded;
-    the inner piece is vectorized. A kernel of at most SERIAL_WORK iterations (an LSTM
+    it and fits, or where none divides it (67, 650) in vectors (8 lanes here), the last one
+    guarded; the inner piece is vectorized. A kernel of at most SERIAL_WORK iterations (an LSTM
     step's 650 gates) runs on one thread."""
     from tessel import te
     from tessel.space.postproc import SERIAL_WORK, RewriteParallelVectorizeUnroll

@@ -41,7 +41,7 @@ EXPECTED = {
     # *, *, +) 6
     "NRM": ([(256, 256), (256,), (256,), (256, 256)], (2 + 5 + 6) * 256 * 256),
     # max: 1, exp(x - max): 2, sum: 1, divide: 1
-    "SFM": ([(256, 256), (256, 256)], 5 * 256 * 256),
+    "SFM": ([(256, 256), (256, 256)], 6 * 256 * 256),  # max, sub, floor, exp, sum, div
     **{f"R18-C{i}": _r18(*row) for i, row in enumerate(R18, start=1)},
 }
 CHEAP = ["C1D", "DEP", "GMM", "GRP", "TBG", "NRM", "SFM", "R18-C11", "R18-C12"]

@@ -276,8 +276,9 @@ class RewriteParallelVectorizeUnroll:
     `cores` shares and moved above the others, so each thread computes a contiguous band of
     rows of every channel block (and walks the channel blocks in the schedule's order). A
     kernel of at most SERIAL_WORK iterations in all stays on one thread. An innermost loop
-    too long to vectorize whole is vectorized in pieces, the last one guarded where no piece
-    divides it (ViT's softmax rows of 197 ran their exponentials scalar: 1.6 -> 0.4 ms)."""
+    too long to vectorize whole is vectorized in pieces; where no piece divides it, in
+    vectors, the last one guarded (ViT's softmax rows of 197 ran their exponentials scalar:
+    1.6 -> 0.4 ms)."""
     lanes: int = 8
     cores: int = 1
 
@@ -357,8 +358,8 @@ class RewriteParallelVectorizeUnroll:
             return
         inner = sch.get(loops[-1])  # too long to vectorize whole: vectorize a piece of it
         factor = self._piece(inner.extent, max_extent)
-        if not factor and inner.extent > self.lanes:  # none divides: the last one guarded
-            factor = min(max_extent - max_extent % self.lanes, inner.extent)
+        if not factor and inner.extent > self.lanes:  # none divides: vectors, the last
+            factor = self.lanes  # one guarded (its lanes run one by one)
         if inner.kind == "serial" and is_spatial_loop(inner) and factor:
             sch.vectorize(sch.split(loops[-1], [None, factor])[1])
 

@@ -93,18 +93,9 @@ def _near(value: float | None, want: float) -> bool:
 
 
 def _erf_gelu_input(graph: Graph, producer: dict[str, Node], node: Node) -> str | None:
-    """x of 0.5 * (x * (1 + erf(x / sqrt(2)))) (or x * sqrt(0.5) inside the erf)."""
-    if node.op != "mul" or not _near(scalar_operand(graph, node)[0], 0.5):
-        return None
-    inner = producer.get(scalar_operand(graph, node)[1])
-    if inner is None or inner.op != "mul":
-        return None
-    for x, a in (inner.inputs, inner.inputs[::-1]):
-        plus = producer.get(a)
-        if plus is None or plus.op != "add" or not _near(scalar_operand(graph, plus)[0], 1.0):
-            continue
-        erf = producer.get(scalar_operand(graph, plus)[1])
-        scaled = producer.get(erf.inputs[0]) if erf is not None and erf.op == "erf" else None
+    """x of 0.5 * x * (1 + erf(x / sqrt(2))) (or x * sqrt(0.5) inside the erf)."""
+    for x, plus in _halves(graph, producer, node):
+        scaled = _one_plus(graph, producer, plus, "erf")
         if scaled is not None and scaled.op in ("div", "mul"):
             c, operand = scalar_operand(graph, scaled)
             want = math.sqrt(2.0) if scaled.op == "div" else math.sqrt(0.5)
@@ -114,43 +105,52 @@ def _erf_gelu_input(graph: Graph, producer: dict[str, Node], node: Node) -> str 
 
 
 def _tanh_gelu_input(graph: Graph, producer: dict[str, Node], node: Node) -> str | None:
-    """x of (0.5 * x) * (1 + tanh(...)) or 0.5 * (x * (1 + tanh(...))), the tanh's argument
-    sqrt(2 / pi) * (x + 0.044715 * x^3) (the cube as pow(x, 3) or x * x * x)."""
+    """x of 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) (the cube as pow(x, 3)
+    or x * x * x)."""
+    for x, plus in _halves(graph, producer, node):
+        scaled = _one_plus(graph, producer, plus, "tanh")
+        if scaled is None or scaled.op != "mul" or \
+                not _near(scalar_operand(graph, scaled)[0], TANH_SCALE):
+            continue
+        total = producer.get(scalar_operand(graph, scaled)[1])
+        if total is not None and total.op == "add" and any(
+                v == x and _is_cubic_term(graph, producer, c, x)
+                for v, c in (total.inputs, total.inputs[::-1])):
+            return x
+    return None
+
+
+def _halves(graph: Graph, producer: dict[str, Node], node: Node) -> list[tuple[str, Node | None]]:
+    """The (x, producer of p) pairs of the spellings 0.5 * (x * p) and (0.5 * x) * p that
+    the product `node` may be."""
     if node.op != "mul":
-        return None
-    half, rest = scalar_operand(graph, node)
+        return []
     pairs = []
+    half, rest = scalar_operand(graph, node)
     if _near(half, 0.5) and (inner := producer.get(rest)) is not None and inner.op == "mul":
-        pairs = [(x, producer.get(t)) for x, t in (inner.inputs, inner.inputs[::-1])]
-    for h, t in (node.inputs, node.inputs[::-1]):
+        pairs = [(x, producer.get(p)) for x, p in (inner.inputs, inner.inputs[::-1])]
+    for h, p in (node.inputs, node.inputs[::-1]):
         m = producer.get(h)
         if m is not None and m.op == "mul" and _near(scalar_operand(graph, m)[0], 0.5):
-            pairs.append((scalar_operand(graph, m)[1], producer.get(t)))
-    for x, plus in pairs:
-        if plus is not None and _tanh_term_input(graph, producer, plus) == x:
-            return x
-    return None
+            pairs.append((scalar_operand(graph, m)[1], producer.get(p)))
+    return pairs
 
 
-def _tanh_term_input(graph: Graph, producer: dict[str, Node], plus: Node) -> str | None:
-    """x of 1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))."""
-    if plus.op != "add" or not _near(scalar_operand(graph, plus)[0], 1.0):
+def _one_plus(graph: Graph, producer: dict[str, Node], plus: Node | None,
+              op: str) -> Node | None:
+    """The producer of f's argument where `plus` is 1 + f(argument), f the unary `op`."""
+    if plus is None or plus.op != "add" or not _near(scalar_operand(graph, plus)[0], 1.0):
         return None
-    tanh = producer.get(scalar_operand(graph, plus)[1])
-    scaled = producer.get(tanh.inputs[0]) if tanh is not None and tanh.op == "tanh" else None
-    if scaled is None or scaled.op != "mul" or \
-            not _near(scalar_operand(graph, scaled)[0], TANH_SCALE):
-        return None
-    total = producer.get(scalar_operand(graph, scaled)[1])
-    if total is None or total.op != "add":
-        return None
-    for x, c in (total.inputs, total.inputs[::-1]):
-        cubed = producer.get(c)
-        if cubed is not None and cubed.op == "mul" and \
-                _near(scalar_operand(graph, cubed)[0], CUBE) and \
-                _is_cube(graph, producer, scalar_operand(graph, cubed)[1], x):
-            return x
-    return None
+    f = producer.get(scalar_operand(graph, plus)[1])
+    return producer.get(f.inputs[0]) if f is not None and f.op == op else None
+
+
+def _is_cubic_term(graph: Graph, producer: dict[str, Node], value: str, x: str) -> bool:
+    """Whether `value` is 0.044715 * x^3."""
+    cubed = producer.get(value)
+    return cubed is not None and cubed.op == "mul" and \
+        _near(scalar_operand(graph, cubed)[0], CUBE) and \
+        _is_cube(graph, producer, scalar_operand(graph, cubed)[1], x)
 
 
 def _is_cube(graph: Graph, producer: dict[str, Node], value: str, x: str) -> bool:

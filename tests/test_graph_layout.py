@@ -220,6 +220,54 @@ def test_a_padded_model_compiles_and_matches():
     _close(model(*feeds), run_graph(g, feeds))
 
 
+def _gated_cnn(c=24, h=9, w=7):
+    """Squeeze-and-excitation gates (x * sigmoid(conv(mean x))) feeding a 1x1 projection
+    (its weight 16 x 24 smaller than the 32-channel padded activation), a 3x3 conv (its
+    weight the larger) and, read twice, a 1x1 conv and the model's output."""
+    rng = np.random.default_rng(8)
+
+    def const(g, name, *shape):
+        return g.add_constant(name, rng.standard_normal(shape).astype("float32") * 0.3)
+
+    def gate(g, x, tag):
+        s = g.add_node("conv", [g.add_node("global_avg_pool", [x]), const(g, f"ws{tag}", c, c,
+                                                                        1, 1)])
+        return g.add_node("mul", [x, g.add_node("sigmoid", [s])])
+
+    g = Graph("gated")
+    x = g.add_input("x", (1, 8, h, w))
+    a = g.add_node("relu", [g.add_node("conv", [x, const(g, "w0", c, 8, 1, 1)])])
+    p = g.add_node("conv", [gate(g, a, 1), const(g, "w1", 16, c, 1, 1), const(g, "b1", 16)])
+    q = g.add_node("conv", [gate(g, a, 2), const(g, "w2", 16, c, 3, 3)], pads=(1, 1, 1, 1))
+    twice = gate(g, a, 3)
+    r = g.add_node("conv", [twice, const(g, "w3", 16, c, 1, 1)])
+    g.set_outputs([p, q, r, twice])
+    return g
+
+
+def test_a_gate_on_input_channels_scales_the_smaller_weight():
+    """conv(x * g, w) = conv(x, w * g): the 1x1 projection reads the activation itself and a
+    weight scaled by the gate (a small kernel, the gate reshaped to the weight's input
+    channels); the 3x3 conv (its weight larger than the activation) and the conv whose gated
+    input is also a model output read the product as before. Outputs as the plain graph's,
+    through the reference and compiled."""
+    g = _gated_cnn()
+    blocked = block_layouts(g, 16)
+    producer = blocked.producer()
+    convs = [n for n in blocked.nodes if n.op == "conv_blocked"
+             and blocked.types[n.output].shape == (1, 1, 9, 7, 16)]
+    assert [producer[n.inputs[1]].op if n.inputs[1] in producer else "constant"
+            for n in convs] == ["mul", "constant", "constant"]
+    assert [producer[n.inputs[0]].op for n in convs] == ["relu", "mul", "mul"]
+    scaled = producer[convs[0].inputs[1]]
+    assert blocked.types[scaled.output].shape == (1, 2, 1, 1, 16, 16)
+    assert blocked.types[scaled.inputs[1]].shape == (1, 2, 1, 1, 16, 1)
+    feeds = [np.random.default_rng(9).standard_normal((1, 8, 9, 7)).astype("float32")]
+    want = run_graph(g, feeds)
+    _close(run_graph(blocked, feeds), want)
+    _close(tessel.compile_model(g, layout="blocked")(*feeds), want)
+
+
 # ---- threads split a blocked kernel's rows (PrimFunc.partition) ----------------------------
 def _rows_cnn():
     """A 1x1 expansion at 10x6 (output 16x larger than its weight), a 3x3 conv whose weight

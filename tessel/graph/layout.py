@@ -42,6 +42,8 @@ vectors (3, 5, 18, ... with 16 lanes), grouped convolutions other than depthwise
 """
 from __future__ import annotations
 
+import math
+
 from tessel.graph.fold import prune
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import block_array, block_weight, pad_channels
@@ -160,7 +162,32 @@ class _Blocking:
         packed = block_weight(pad_channels(weight.swapaxes(0, 1), width).swapaxes(0, 1),
                               in_block, out_block)
         w_blocked = self.new.add_constant(self.fresh(f"{w}_blocked"), packed)
+        if groups == 1:
+            x, w_blocked = self.ungate(node, x, w_blocked)
         return self.add(blocked[0], [x, w_blocked, *bias], node, out_block, **attrs)
+
+    def ungate(self, node: Node, x: str, weight: str) -> tuple[str, str]:
+        """(data, weight) of convolution `node` reading `x`: when `x` is a batch-1 value
+        times a gate per input channel (squeeze-and-excitation's x * sigmoid(...), blocked
+        (1, C/b, 1, 1, b)) that only this convolution reads, the gate scales the weight's
+        input channels instead, conv(x * g, w) = conv(x, w * g), when the weight is the
+        smaller of the two: EfficientNet-B0's 112 x 112 x 32 gated activation was a kernel of
+        its own, read and written whole to feed a 32 -> 16 projection."""
+        gate = self.new.producer().get(x)
+        users = self.old.consumers().get(node.inputs[0], [])
+        if gate is None or gate.op != "mul" or len(users) != 1 or \
+                node.inputs[0] in self.old.outputs:
+            return x, weight
+        shape, w_shape = self.new.types[x].shape, self.new.types[weight].shape
+        gated = (1, shape[1], 1, 1, shape[-1])
+        for data, g in (gate.inputs, gate.inputs[::-1]):
+            if self.new.types[data].shape == shape and self.new.types[g].shape == gated and \
+                    shape[0] == 1 and math.prod(w_shape) < math.prod(shape):
+                per_input = self.new.add_node("reshape", [g], output=self.fresh(f"{g}_in"),
+                                              shape=(*gated, 1))
+                return data, self.new.add_node("mul", [weight, per_input],
+                                               output=self.fresh(f"{weight}_gated"))
+        return x, weight
 
     def binary(self, node: Node, inputs: list[str]) -> str | None:
         """Operands blocked alike, constants along the channels (blocked with them), scalars,

@@ -103,6 +103,32 @@ def test_in_sequence_selection_tries_no_more_ranks_than_records(tmp_path, monkey
         select.select_in_sequence(str(tmp_path / "mm.onnx"), database=db, candidates=999999)
 
 
+def test_tune_model_by_the_clock_ends_with_the_selection_inside_its_time(monkeypatch,
+                                                                          capsys):
+    """`tune-model M --time 10m`: the tasks get the time left of 600 s less SELECT_SHARE of
+    it, and the choice in sequence a deadline 600 s after the command began."""
+    from tessel.cli import model as cli_model
+    from tessel.graph.compiler import select, tune
+    seen = {}
+    ticks = iter([1000.0, 1004.0])  # the command's start; the model loaded 4 s later
+    monkeypatch.setattr(tune, "clock", lambda: next(ticks))
+
+    def fake_tune(graph, target, trials, *, time_budget, select, **options):
+        seen.update(tuning=time_budget, select=select)
+        return []
+
+    def fake_select(graph, target, db, *, candidates, layout, deadline):
+        seen["deadline"] = deadline
+        return select.Selection({}, {}, 0.0, 0.0, skipped="no time left")
+
+    monkeypatch.setattr(tessel, "tune_model", fake_tune)
+    monkeypatch.setattr(cli_model, "select_in_sequence", fake_select)
+    assert main(["tune-model", "dqn", "--time", "10m", "--db", "unused.db"]) == 0
+    assert seen == {"tuning": pytest.approx(600.0 - 4.0 - tune.SELECT_SHARE * 600.0),
+                    "select": 0, "deadline": 1600.0}
+    assert "in-sequence selection skipped: no time left" in capsys.readouterr().out
+
+
 def test_prior_divisors_come_from_prime_factors():
     """The expert priors counted divisors one by one: a 10**9-wide matmul hung the search."""
     assert _divisors(10**18) == sorted(2**a * 5**b for a in range(19) for b in range(19))

@@ -11,7 +11,8 @@ import tessel
 from tessel.graph import Graph, GraphError
 from tessel.graph.compiler import compile_model, model_tasks
 from tessel.graph.compiler.compile import fallback_program, protocols
-from tessel.graph.runtime import _lifetimes
+from tessel.graph.layout import apply_layout
+from tessel.graph.runtime import CompiledModel, _lifetimes
 from tessel.graph.fold import fold_batch_norm, fold_constants
 from tessel.graph.passes import simplify
 from tessel.graph.fuse import fuse
@@ -514,6 +515,77 @@ def test_select_in_sequence_stores_a_choice_among_the_best_that_compile_model_ru
         top = [r.trace_json for r in store.top_k(task.workload, target, k=2)]
         assert store.selection(task.workload, target).trace_json == \
             top[min(again.ranks[task.label], len(top) - 1)]
+
+
+def test_a_selection_with_a_deadline_times_what_fits_before_it(tmp_path, monkeypatch):
+    """select_graph under tune_model's time budget: with the deadline passed before a second
+    rank compiles it chooses nothing and stores nothing; with time for one more rank it
+    compiles two variants and stops its rounds at MIN_ROUNDS once the clock passes."""
+    from tessel.graph.compiler import select
+    graph = fire(e1=16, e3=16, out=16)
+    db = tmp_path / "f.db"
+    tessel.tune_model(graph, trials=24, database=db, strategy="random", cost_model="random",
+                      batch_size=6, progress=False, select=0)
+    target = tessel.Target("host")
+    store = tessel.Database(db)
+    blocked = apply_layout(graph, "winograd", target.vector_lanes("float32"))
+    none = select.select_graph(blocked, target, store, candidates=4, rounds=30,
+                               deadline=select.clock() - 1.0)
+    assert none.ranks == {} and none.changed == 0 and "skipped: no time left" in none.line()
+    _, tasks = model_tasks(graph, target)
+    picks = [store.selection(t.workload, target) for t in tasks]
+    assert not any(p is not None and p.run == "in-sequence" for p in picks)
+
+    now = [0.0]
+    built, timed = [], []
+    variant, time_kernels = select._variant, CompiledModel.time_kernels
+
+    def counting_variant(*args):
+        now[0] += 10.0  # each compile takes 10 s of the clock
+        built.append(args[4])
+        return variant(*args)
+
+    def counting_timer(self, out=None):
+        now[0] += 1.0  # and each model's kernels in a round 1 s
+        timed.append(self)
+        return time_kernels(self, out)
+
+    monkeypatch.setattr(select, "clock", lambda: now[0])
+    monkeypatch.setattr(select, "_variant", counting_variant)
+    monkeypatch.setattr(CompiledModel, "time_kernels", counting_timer)
+    chosen = select.select_graph(blocked, target, store, candidates=4, rounds=30, margin=0.0,
+                                 deadline=25.0)  # rank 0 ends at 10 s, rank 1 at 20 s
+    assert built == [0, 1] and len(timed) == 2 * select.MIN_ROUNDS
+    tuned = [t for t in tasks if store.top_k(t.workload, target)]
+    assert set(chosen.ranks) == {t.label for t in tuned}
+    assert set(chosen.ranks.values()) <= {0, 1}
+    assert all(store.selection(t.workload, target).run == "in-sequence" for t in tuned)
+
+
+def test_tune_model_by_the_clock_keeps_a_share_for_the_selection(tmp_path, monkeypatch):
+    """tune_model(time_budget=T): the tasks get what is left of T less SELECT_SHARE of it,
+    the selection a deadline T after the call began."""
+    from tessel.graph.compiler import tune
+    seen = {}
+
+    def fake_tune(tasks, trials, database=None, time_budget=None, **options):
+        seen["tuning"] = time_budget
+        return []
+
+    def fake_select(graph, target, db, *, candidates, layout, deadline):
+        seen["deadline"] = deadline
+        return select_module.Selection({}, {}, 0.0, 0.0)
+
+    from tessel.graph.compiler import select as select_module
+    ticks = iter([100.0, 102.0])  # the call's start; the tasks made 2 s later
+    monkeypatch.setattr(tune, "clock", lambda: next(ticks))
+    monkeypatch.setattr(tune, "tune_tasks", fake_tune)
+    monkeypatch.setattr(tune, "select_graph", fake_select)
+    monkeypatch.setattr(tune.Database, "open", staticmethod(lambda *a, **k: None))
+    tessel.tune_model(fire(e1=16, e3=16, out=16), database=tmp_path / "t.db",
+                      time_budget=600.0)
+    assert seen == {"tuning": pytest.approx(600.0 - 2.0 - tune.SELECT_SHARE * 600.0),
+                    "deadline": 700.0}
 
 
 def test_every_array_a_kernel_reads_or_writes_starts_on_a_cache_line():

@@ -26,6 +26,8 @@ from tessel.cli.tune import DEFAULT_DB, CliError, _ints, check_parts, count, dur
 from tessel.graph import GraphError
 from tessel.graph.compiler import load_model, model_tasks, select_in_sequence
 from tessel.graph.compiler.select import MAX_CANDIDATES
+from tessel.graph.compiler import tune as model_tuning
+from tessel.graph.compiler.tune import SELECT_SHARE, split_budget
 from tessel.graph.frontend import models
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
@@ -114,12 +116,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_tune_model(args: argparse.Namespace) -> int:
+    start = model_tuning.clock()
     check_model_args(args)
     target = tessel.Target("host")
     check_parts(target, args.strategy, args.cost_model)
     graph = load_graph(args)
     trials = args.trials or (UNBOUNDED if args.time else DEFAULT_TRIALS)
-    results = tessel.tune_model(graph, target, trials, database=args.db, time_budget=args.time,
+    budget, deadline = split_budget(start, args.time, bool(args.select))
+    results = tessel.tune_model(graph, target, trials, database=args.db, time_budget=budget,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
                                 seed=args.seed, layout=args.layout, select=0)
@@ -134,7 +138,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
         return 130
     if args.select:
         chosen = select_in_sequence(graph, target, args.db, candidates=args.select,
-                                    layout=args.layout)
+                                    layout=args.layout, deadline=deadline)
         print(f"{graph.name}: {chosen.line()}")
     return 0
 
@@ -194,8 +198,9 @@ def add_commands(sub) -> None:
                    help=f"measurements in all (default {DEFAULT_TRIALS}; with --time, as many as "
                         "it allows)")
     p.add_argument("--time", type=duration, default=None, metavar="T",
-                   help="stop tuning once T (90s, 10m, 1h30m) has passed since the start, "
-                        "loading the model included; the selection (--select) follows")
+                   help="end about T (90s, 10m, 1h30m) after the start, loading the model "
+                        f"included: tuning stops where {SELECT_SHARE:.0%}% of T is left, for "
+                        "the selection (--select) to time as many ranks as fit")
     p.add_argument("--scheduler", choices=("gradient", "round-robin"), default="gradient")
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="pretrained")

@@ -17,6 +17,11 @@ record flagged "in_sequence" (another protocol: only Database.selection returns 
 newer tuning record makes it stale), which compile_model then uses. The variants are all in
 memory at once (candidates times the model's weights): at most MAX_CANDIDATES of them, and no
 more than the most records a task has (a rank past a task's records repeats its slowest).
+
+With a `deadline` (a time.monotonic() value: tune_model's time budget) the variants are
+compiled while the time left holds another compile and MIN_ROUNDS rounds of timing them all,
+and the rounds stop at the deadline once MIN_ROUNDS have run: a model of 80 tasks compiles
+640 kernels for eight variants, minutes more than the budget it was tuned in.
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ from tessel.target import Target
 
 MARGIN = 0.03  # a rank other than the tuner's best must be this much faster in sequence
 MAX_CANDIDATES = 64  # variants of the model in memory at once
+MIN_ROUNDS = 3  # rounds in sequence a choice needs, whatever the deadline
+clock = time.monotonic  # (tests move it)
 
 
 @dataclass(frozen=True)
@@ -51,12 +58,15 @@ class Selection:
     seconds: dict[str, float]
     before: float
     after: float
+    skipped: str = ""  # why nothing was timed (a deadline that left no time)
 
     @property
     def changed(self) -> int:
         return sum(r > 0 for r in self.ranks.values())
 
     def line(self) -> str:
+        if self.skipped:
+            return f"in-sequence selection skipped: {self.skipped}"
         return (f"in-sequence selection: {self.changed} of {len(self.ranks)} tasks changed, "
                 f"kernels in sequence {self.before * 1e3:.3f} -> {self.after * 1e3:.3f} ms")
 
@@ -65,10 +75,11 @@ def select_in_sequence(model: Any, target: Target | None = None,
                        database: str | Path | Database = "tessel.db", *,
                        candidates: int = 8, rounds: int = 30, margin: float = MARGIN,
                        layout: str = DEFAULT_LAYOUT, input_shapes: dict | None = None,
-                       example_inputs: tuple | None = None, seed: int = 0) -> Selection:
+                       example_inputs: tuple | None = None, seed: int = 0,
+                       deadline: float | None = None) -> Selection:
     """Time the `candidates` best records of each task of `model` in the model's sequence
-    and store the choice in `database` (see the module doc). Tasks without records keep
-    their fallback and are not listed."""
+    and store the choice in `database` (see the module doc), by a `deadline` (clock())
+    when given. Tasks without records keep their fallback and are not listed."""
     _check_options(candidates, rounds, margin)  # (before the model is loaded)
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     target = target if target is not None else Target("host")
@@ -78,21 +89,33 @@ def select_in_sequence(model: Any, target: Target | None = None,
     graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
                          target.vector_lanes("float32"))
     return select_graph(graph, target, db, candidates=candidates, rounds=rounds,
-                        margin=margin, layout=layout, seed=seed)
+                        margin=margin, layout=layout, seed=seed, deadline=deadline)
 
 
 def select_graph(graph: Graph, target: Target, db: Database, *, candidates: int = 8,
                  rounds: int = 30, margin: float = MARGIN, layout: str = DEFAULT_LAYOUT,
-                 seed: int = 0) -> Selection:
-    """select_in_sequence on a simplified graph already in `layout`."""
+                 seed: int = 0, deadline: float | None = None) -> Selection:
+    """select_in_sequence on a simplified graph already in `layout`; with a `deadline`
+    (time.monotonic()), as many variants and rounds as fit before it (see the module doc)."""
     _check_options(candidates, rounds, margin)
     fallbacks: dict = {}  # the untuned tasks' programs, the same in every variant
+    started = clock()
     variants = [_variant(graph, target, db, layout, 0, fallbacks)]
+    compile_secs = clock() - started
     useful = max((len(db.top_k(s.task.workload, target, k=candidates))
                   for s in variants[0].statuses if s.tuned), default=1)
-    variants += [_variant(graph, target, db, layout, rank, fallbacks)
-                 for rank in range(1, useful)]
-    times = _time_in_sequence(variants, rounds, seed)  # (variant, kernel) medians
+    call_secs = variants[0].latency(budget=0.0) if deadline is not None else 0.0
+    for rank in range(1, useful):
+        if deadline is not None and clock() + compile_secs + \
+                MIN_ROUNDS * (len(variants) + 1) * 2 * call_secs > deadline:
+            break  # (each round runs every variant, each kernel timed: about twice a call)
+        began = clock()
+        variants.append(_variant(graph, target, db, layout, rank, fallbacks))
+        compile_secs = clock() - began
+    if len(variants) == 1 and useful > 1:  # no time for another rank: nothing to choose
+        return Selection({}, {}, 0.0, 0.0, skipped="no time left to compile a second rank "
+                                               "of the records; each task's fastest stays")
+    times = _time_in_sequence(variants, rounds, seed, deadline)  # (variant, kernel) medians
     kernels = variants[0].kernels  # (rank 0 is the fastest record, not an earlier choice)
     per_task: dict[str, np.ndarray] = {}
     for k, kernel in enumerate(kernels):
@@ -134,17 +157,21 @@ def _variant(graph: Graph, target: Target, db: Database, layout: str, rank: int,
     return compile_graph(own, target, db, layout=layout, rank=rank, fallbacks=fallbacks)
 
 
-def _time_in_sequence(models: list[CompiledModel], rounds: int, seed: int) -> np.ndarray:
+def _time_in_sequence(models: list[CompiledModel], rounds: int, seed: int,
+                      deadline: float | None = None) -> np.ndarray:
     """Median seconds of each kernel of each model, every model run in turn `rounds` times
-    on the same random inputs, each kernel timed as it runs in its model's sequence."""
+    (fewer, at least MIN_ROUNDS, once the clock passes a `deadline`) on the same random
+    inputs, each kernel timed as it runs in its model's sequence."""
     feeds = models[0].random_inputs(seed)
     for m in models:
         m(*feeds)  # warm up, and bind the inputs
     samples = np.zeros((len(models), len(models[0].calls), rounds))
-    for r in range(rounds):
+    done = 0
+    while done < rounds and (deadline is None or done < MIN_ROUNDS or clock() < deadline):
         for j, m in enumerate(models):
-            m.time_kernels(samples[j, :, r])
-    return np.median(samples, axis=2)
+            m.time_kernels(samples[j, :, done])
+        done += 1
+    return np.median(samples[:, :, :done], axis=2)
 
 
-__all__ = ["MARGIN", "MAX_CANDIDATES", "Selection", "select_graph", "select_in_sequence"]
+__all__ = ["MARGIN", "MAX_CANDIDATES", "MIN_ROUNDS", "Selection", "select_graph", "select_in_sequence"]

@@ -18,6 +18,9 @@ from tessel.tuning import TuneResult, check_tune_tasks_args, tune_tasks
 
 log = logging.getLogger("tessel")
 
+SELECT_SHARE = 0.15  # of a time budget, kept for the choice in sequence
+clock = time.monotonic  # (tests move it)
+
 
 def tune_model(model: Any, target: Target | str | None = None, trials: int = 256, *,
                database: str | Path | Database | None = "tessel.db",
@@ -29,11 +32,13 @@ def tune_model(model: Any, target: Target | str | None = None, trials: int = 256
     task scheduler; `options` go to `tune_tasks`. Then, with `select` > 0 and a database,
     each task's `select` best records are timed in the model's sequence and the fastest
     there is stored as its choice (tessel.graph.compiler.select; not after an interrupted
-    run). With a `time_budget` (seconds) tuning stops once the clock, started at this call
-    (loading the model counts), passes it, whatever trials are left; the selection follows.
+    run). With a `time_budget` (seconds) the whole call ends about then, the clock started at
+    this call (loading the model counts): tuning stops, whatever trials are left, where
+    SELECT_SHARE of the budget is left, and the selection times as many ranks as fit
+    before the end (select_graph's deadline).
     `tessel.compile_model` then runs the model with what the database holds (tune and
     compile in the same `layout`)."""
-    start = time.monotonic()
+    start = clock()
     check(isinstance(select, int) and not isinstance(select, bool)
           and 0 <= select <= MAX_CANDIDATES,
           f"select must be an int >= 0 and <= {MAX_CANDIDATES}, got {select!r}")
@@ -44,14 +49,27 @@ def tune_model(model: Any, target: Target | str | None = None, trials: int = 256
     graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
                          target.vector_lanes("float32"))
     _, tasks = graph_tasks(graph, target)
-    if time_budget is not None:  # what loading and the tasks took is spent
-        time_budget = max(time_budget - (time.monotonic() - start), 1e-3)
+    selects = bool(select) and database is not None
+    time_budget, deadline = split_budget(start, time_budget, selects)
     results = tune_tasks(tasks, trials, database=database, time_budget=time_budget, **options)
-    if select and database is not None and not any(r.interrupted for r in results):
+    if selects and not any(r.interrupted for r in results):
         db = Database.open(database, create=False)
-        chosen = select_graph(graph, target, db, candidates=select, layout=layout)
+        chosen = select_graph(graph, target, db, candidates=select, layout=layout,
+                              deadline=deadline)
         log.info("%s: %s", graph.name, chosen.line())
     return results
 
 
-__all__ = ["tune_model"]
+def split_budget(start: float, time_budget: float | None, selects: bool
+                 ) -> tuple[float | None, float | None]:
+    """(seconds left for tuning the tasks, the deadline of the whole run) of a run that began
+    at `start` (clock()) with `time_budget` seconds: what passed since the start is spent,
+    and a run that `selects` in sequence keeps SELECT_SHARE of the budget for that; (None,
+    None) without a budget."""
+    if time_budget is None:
+        return None, None
+    deadline = start + time_budget
+    return max(deadline - clock() - selects * SELECT_SHARE * time_budget, 1e-3), deadline
+
+
+__all__ = ["SELECT_SHARE", "split_budget", "tune_model"]

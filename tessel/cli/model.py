@@ -27,7 +27,6 @@ from tessel.graph import GraphError
 from tessel.graph.compiler import load_model, model_tasks, select_in_sequence
 from tessel.graph.compiler.select import MAX_CANDIDATES
 from tessel.graph.compiler import tune as model_tuning
-from tessel.graph.compiler.tune import SELECT_SHARE, split_budget
 from tessel.graph.frontend import models
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
@@ -122,7 +121,7 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     check_parts(target, args.strategy, args.cost_model)
     graph = load_graph(args)
     trials = args.trials or (UNBOUNDED if args.time else DEFAULT_TRIALS)
-    budget, deadline = split_budget(start, args.time, bool(args.select))
+    budget, deadline = model_tuning.split_budget(start, args.time, bool(args.select))
     results = tessel.tune_model(graph, target, trials, database=args.db, time_budget=budget,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
@@ -199,8 +198,9 @@ def add_commands(sub) -> None:
                         "it allows)")
     p.add_argument("--time", type=duration, default=None, metavar="T",
                    help="end about T (90s, 10m, 1h30m) after the start, loading the model "
-                        f"included: tuning stops where {SELECT_SHARE:.0%}% of T is left, for "
-                        "the selection (--select) to time as many ranks as fit")
+                        "included: tuning stops where "
+                        f"{model_tuning.SELECT_SHARE:.0%}% of T is left, for the selection "
+                        "(--select) to time as many ranks as fit")
     p.add_argument("--scheduler", choices=("gradient", "round-robin"), default="gradient")
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="pretrained")

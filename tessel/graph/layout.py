@@ -79,6 +79,7 @@ def apply_layout(graph: Graph, layout: str, lanes: int) -> Graph:
 class _Blocking:
     def __init__(self, graph: Graph, lanes: int, pad: bool = True) -> None:
         self.old = graph
+        self.old_producer, self.old_users = graph.producer(), graph.consumers()
         self.new = Graph(graph.name)
         for v in graph.inputs:
             self.new.add_input(v, graph.types[v].shape, graph.types[v].dtype)
@@ -173,16 +174,17 @@ class _Blocking:
         input channels instead, conv(x * g, w) = conv(x, w * g), when the weight is the
         smaller of the two: EfficientNet-B0's 112 x 112 x 32 gated activation was a kernel of
         its own, read and written whole to feed a 32 -> 16 projection."""
-        gate = self.new.producer().get(x)
-        users = self.old.consumers().get(node.inputs[0], [])
-        if gate is None or gate.op != "mul" or len(users) != 1 or \
-                node.inputs[0] in self.old.outputs:
+        old = self.old_producer.get(node.inputs[0])
+        shape = self.new.types[x].shape
+        if old is None or old.op != "mul" or len(self.old_users[old.output]) != 1 or \
+                old.output in self.old.outputs or shape[0] != 1 or \
+                math.prod(self.new.types[weight].shape) >= math.prod(shape):
             return x, weight
-        shape, w_shape = self.new.types[x].shape, self.new.types[weight].shape
+        gate = next(n for n in reversed(self.new.nodes) if n.output == x)
         gated = (1, shape[1], 1, 1, shape[-1])
         for data, g in (gate.inputs, gate.inputs[::-1]):
-            if self.new.types[data].shape == shape and self.new.types[g].shape == gated and \
-                    shape[0] == 1 and math.prod(w_shape) < math.prod(shape):
+            if gate.op == "mul" and self.new.types[data].shape == shape and \
+                    self.new.types[g].shape == gated:
                 per_input = self.new.add_node("reshape", [g], output=self.fresh(f"{g}_in"),
                                               shape=(*gated, 1))
                 return data, self.new.add_node("mul", [weight, per_input],

@@ -174,4 +174,5 @@ def _time_in_sequence(models: list[CompiledModel], rounds: int, seed: int,
     return np.median(samples[:, :, :done], axis=2)
 
 
-__all__ = ["MARGIN", "MAX_CANDIDATES", "MIN_ROUNDS", "Selection", "select_graph", "select_in_sequence"]
+__all__ = ["MARGIN", "MAX_CANDIDATES", "MIN_ROUNDS", "Selection", "select_graph",
+           "select_in_sequence"]

@@ -412,6 +412,33 @@ class Target:
             return f"this host's CPU ({host['cpu_model']}) lacks {', '.join(sorted(missing))}"
         return ""
 
+    @property
+    def feature_flags(self) -> tuple[str, ...]:
+        """gcc's names of this target's ISA features (``-m<name>``, and what
+        ``__builtin_cpu_supports`` takes): "sse4.1", "avx512vnni", ...; none on aarch64, whose
+        features are named by -march."""
+        if self.arch != "x86_64":
+            return ()
+        return tuple(sorted(_GCC_FEATURE.get(f, f.replace("_", "")) for f in self.features))
+
+    @property
+    def portable_cflags(self) -> tuple[str, ...]:
+        """``cflags`` with -march=native / -mcpu=native replaced by this target's features
+        themselves (tuned for this machine still): what runs on any CPU that has them, as a
+        library exported for other machines must (tessel.graph.export)."""
+        if self.arch == "x86_64":
+            isa = ("-march=x86-64", *(f"-m{f}" for f in self.feature_flags),
+                   *(("-mprefer-vector-width=512",) if "avx512f" in self.features else ()))
+        else:
+            isa = ("-march=armv8-a+simd",)
+        isa_names = {f"-m{_GCC_FEATURE.get(f, f.replace('_', ''))}" for f in _X86_FEATURES}
+        flags = [f for f in self.cflags if not f.startswith(("-march=", "-mcpu=", "-mno-",
+                                                               "-mprefer-vector-width="))
+                 and f not in isa_names]
+        native = any(f in ("-march=native", "-mcpu=native") for f in self.cflags)
+        tune = ("-mtune=native",) if native and self.arch == host_arch() else ()
+        return (flags[0], *isa, *tune, *flags[1:]) if flags else (*isa, *tune)
+
     def check_runs_here(self, what: str = "code") -> None:
         """Raise TargetError when this machine cannot run code built for this target."""
         gap = self.host_gap()

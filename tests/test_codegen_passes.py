@@ -257,7 +257,7 @@ def test_printer_writes_lowered_ir_as_it_stands():
     source = print_c(lowered((A, O), body), AVX2)
     assert kernel_body(source) == """\
     // block O
-    #pragma omp parallel for num_threads(1) schedule(static)
+    #pragma omp parallel for num_threads(TESSEL_THREADS) schedule(static)
     for (int32_t c = 0; c < 2; ++c) {
         {
             tessel_f32x8 acc_0 = {0};

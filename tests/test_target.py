@@ -39,6 +39,26 @@ def test_host_cflags_are_native_and_ieee_safe():
     assert isinstance(t.features, frozenset) and isinstance(t.cflags, tuple)
 
 
+def test_portable_flags_name_the_features_instead_of_this_cpu():
+    """What an exported library is compiled with (tessel.graph.export): the target's features
+    each named, no -march=native (it would use whatever else this CPU has), the rest as is."""
+    for t in (Target("x86_64-avx2"), Target("x86_64-avx512"), Target("aarch64-neon")):
+        flags = t.portable_cflags
+        assert not any(f.endswith("=native") for f in flags if f != "-mtune=native")
+        assert len(flags) == len(set(flags)) and flags[0] == "-O3"
+        assert {"-fPIC", "-fopenmp", "-ffp-contract=fast"} <= set(flags)
+        assert {f"-m{name}" for name in t.feature_flags} <= set(flags)
+    avx2 = Target("x86_64-avx2")
+    assert avx2.feature_flags == ("avx", "avx2", "f16c", "fma", "sse2", "sse4.1", "sse4.2")
+    assert "-march=x86-64" in avx2.portable_cflags
+    assert "-mprefer-vector-width=512" in Target("x86_64-avx512").portable_cflags
+    assert Target("aarch64-neon").feature_flags == ()
+    host = Target()
+    if host.arch == "x86_64":
+        assert "-march=native" not in host.portable_cflags
+        assert "-mtune=native" in host.portable_cflags  # tuned for this machine still
+
+
 def test_presets():
     avx2 = Target("x86_64-avx2")
     assert (avx2.arch, avx2.vector_bits, avx2.cores) == ("x86_64", 256, 1)

@@ -13,6 +13,9 @@
     tessel tune-model MODEL --trials N
                                 tune every task of a model (task scheduler) into the database
     tessel run-model MODEL      compile a model with the database, check it, time it
+    tessel export MODEL -o FILE.so
+                                one shared library that runs the model without tessel, from
+                                Python (numpy alone) or C (--header prints its API)
     tessel db check|recover|export|import ...
                                 check a record database, copy what is readable of a damaged
                                 one, or move records as JSON lines

@@ -1,9 +1,10 @@
-"""The whole-model commands of `tessel`: tasks, tune-model, run-model.
+"""The whole-model commands of `tessel`: tasks, tune-model, run-model, export.
 
     tessel tasks model.onnx                       the fused kernels and tuning tasks of a model
     tessel tune-model model.onnx --trials 512     tune all tasks into the database
     tessel tune-model model.onnx --time 10m       ... by the clock
     tessel run-model model.onnx                   compile with the database, check, time
+    tessel export model.onnx -o model.so          one library that runs without tessel
     tessel tune-model resnet18 --image 224        a model of tessel's zoo (needs torch)
 
 A model is an ONNX file, or the name of a model built in code (tessel.graph.frontend.models:
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 import tessel
+from tessel import runtime as tessel_runtime
 from tessel.cli.tune import DEFAULT_DB, CliError, _ints, check_parts, count, duration
 from tessel.graph import GraphError
 from tessel.graph.compiler import load_model, model_tasks, select_in_sequence
@@ -160,6 +162,33 @@ def cmd_run_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.header:
+        if args.model is not None or args.output is not None:
+            raise CliError("--header prints the C header alone: drop the model and -o")
+        sys.stdout.write(tessel_runtime.header_path().read_text())
+        return 0
+    if args.model is None or args.output is None:
+        raise CliError("export needs a model and -o FILE.so (or --header)")
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise CliError(f"no such directory for -o: {out.parent}")
+    if args.db != DEFAULT_DB and not Path(args.db).exists():
+        raise CliError(f"no such database: {args.db}")
+    check_model_args(args)
+    graph = load_graph(args)
+    model = tessel.compile_model(graph, tessel.Target(args.target),
+                                 args.db if Path(args.db).exists() else None,
+                                 layout=args.layout)
+    print(model.report().splitlines()[0])
+    start = time.perf_counter()
+    summary = model.export(out)
+    print(f"{summary.line()} ({time.perf_counter() - start:.1f} s)")
+    print(f"load it with tessel.runtime.load({str(out)!r}) (numpy alone), or from C with "
+          "tessel_runtime.h (tessel export --header)")
+    return 0
+
+
 def _latency(model: Any, feeds: list[np.ndarray], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -169,8 +198,10 @@ def _latency(model: Any, feeds: list[np.ndarray], repeat: int) -> float:
     return float(np.median(times))
 
 
-def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS) -> None:
-    p.add_argument("model", help="an .onnx file or a zoo model name (resnet18, bert_layer, ...)")
+def _model_args(p: argparse.ArgumentParser, layouts: tuple[str, ...] = LAYOUTS,
+                optional: bool = False) -> None:
+    p.add_argument("model", nargs="?" if optional else None,
+                   help="an .onnx file or a zoo model name (resnet18, bert_layer, ...)")
     p.add_argument("--input", action="append", metavar="NAME=d0,d1,...",
                    help="static shape of an ONNX input with dynamic dims (repeatable)")
     p.add_argument("--frontend", choices=("torch", "onnx"), default=None,
@@ -214,6 +245,17 @@ def add_commands(sub) -> None:
     _model_args(p, layouts=(*LAYOUTS, "auto"))
     p.add_argument("--repeat", type=count(1), default=10, help="timed calls (default 10)")
     p.set_defaults(fn=cmd_run_model)
+    p = sub.add_parser("export", help="write a compiled model as one shared library that runs "
+                                      "without tessel (or print the C header: --header)")
+    _model_args(p, optional=True)
+    p.add_argument("-o", "--output", default=None, metavar="FILE.so",
+                   help="the library to write")
+    p.add_argument("--target", default="host", choices=("host", "x86_64-avx2", "x86_64-avx512"),
+                   help="the ISA it is built for (default: this machine's features; a preset "
+                        "runs on more CPUs, with the records tuned for it)")
+    p.add_argument("--header", action="store_true",
+                   help="print tessel_runtime.h, the C API of exported models, and exit")
+    p.set_defaults(fn=cmd_export)
 
 
 __all__ = ["add_commands", "load_graph"]

@@ -150,8 +150,7 @@ class KernelPrinter:
 
     def pragmas(self, s: For) -> list[str]:
         if s.kind == "parallel":
-            return [f"#pragma omp parallel for num_threads({self.target.cores}) "
-                    "schedule(static)"]
+            return ["#pragma omp parallel for num_threads(TESSEL_THREADS) schedule(static)"]
         if s.kind == "vectorized":
             # gcc takes one pragma per loop: `omp simd` (which implies ivdep) unless nested
             return ["#pragma GCC ivdep" if s.annotations.get("simd") == "ivdep"
@@ -453,7 +452,9 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
     if packs:
         head += ("\n// constant operands packed outside the timed calls: "
                  + ", ".join(comment_text(f.params[0].name) for _, f, _ in packs))
-    parts = [head, _PREAMBLE, *(helper_source(h) for h in helpers),
+    threads = (f"#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: "
+               f"tessel.graph.export */\n#define TESSEL_THREADS {target.cores}\n#endif")
+    parts = [head, _PREAMBLE, threads, *(helper_source(h) for h in helpers),
              *([vector_source(vtypes)] if vtypes else []),
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]

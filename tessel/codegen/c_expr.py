@@ -25,7 +25,8 @@ typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Comp
 _Imaginary _Noreturn _Static_assert _Thread_local _Float16 alignas alignof bool true false"""
 # names the generated file uses or that the headers / gcc define as macros
 _LIBRARY_NAMES = """main args tessel_entry tessel_time tessel_time_in_model tessel_evict
-tessel_sweep tessel_produce TESSEL_ALLOC_FAILED tessel_floordiv_i32 tessel_floordiv_i64
+tessel_sweep tessel_produce TESSEL_ALLOC_FAILED TESSEL_THREADS tessel_floordiv_i32
+tessel_floordiv_i64
 tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t uint16_t int32_t uint32_t uint64_t
 int64_t size_t NULL INFINITY NAN aligned_alloc free clock_gettime CLOCK_MONOTONIC linux unix i386
 expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil

@@ -94,6 +94,15 @@ def compile_cached(source: str, target: Target, flags: tuple[str, ...], libs: tu
     return out_path
 
 
+def link(inputs: list[str | Path], target: Target, out: str | Path, flags: tuple[str, ...],
+         libs: tuple[str, ...] = (), timeout_s: float = COMPILE_TIMEOUT_S) -> Path:
+    """Compile and link `inputs` (objects, C or assembly files) with ``target``'s compiler
+    and `flags` into `out` (not cached: a model's export); CompileError if it fails."""
+    cmd = [target.compiler, *flags, *map(str, inputs), "-o", str(out), *libs]
+    _run_checked(cmd, f"(linking {len(inputs)} files)", timeout_s)
+    return Path(out)
+
+
 _STALE_TMP_S = 600.0  # a temporary file this old belongs to a build that was killed
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from tessel.codegen import Module
 from tessel.codegen.emulate import check_timeable, kernel_sequence
 from tessel.codegen.module import BoundCall, aligned, aligned_empty
 from tessel.database import TuningRecord
+from tessel.graph.export import ExportSummary, export_model
 from tessel.graph.fuse import FusedGroup
 from tessel.graph.ir import Graph, check
 from tessel.ir import PrimFunc, structural_hash
@@ -85,6 +88,9 @@ class CompiledModel:
                  built: dict[str, BuiltKernel], statuses: list[TaskStatus], target: Target,
                  layout: str = "plain") -> None:
         self.statuses = statuses
+        self.target = target
+        # where the programs came from (compile_graph sets it; an export records it)
+        self.provenance: dict[str, object] = {"database": None, "trials": 0}
         self.layout = layout  # the graph's convolution layout (tessel.graph.layout)
         self.layout_times: dict[str, float] | None = None  # layout="auto": seconds per call
         self.input_names = list(graph.inputs)
@@ -123,6 +129,22 @@ class CompiledModel:
         for v in set(constants) - read:  # read by no kernel at all
             del self._arrays[v], constants[v]
         self.graph = graph
+
+    def value_array(self, name: str) -> np.ndarray:
+        """The array a graph value lives in while the model runs (an input's, an output's,
+        an intermediate's planned storage; a constant's, unless no kernel reads it)."""
+        check(name in self._arrays, f"model {self.graph.name} keeps no array for {name!r}")
+        return self._arrays[name]
+
+    @property
+    def planned_values(self) -> list[str]:
+        """The values with planned storage: inputs, intermediates and outputs (constants
+        excluded): what an export puts in its arena."""
+        return [v for v in self._arrays if v not in self.graph.constants]
+
+    def export(self, path: str | Path, **options: Any) -> ExportSummary:
+        """Write this model as one self-contained shared library (tessel.graph.export)."""
+        return export_model(self, path, **options)
 
     @property
     def tasks(self) -> list[Task]:

@@ -10,6 +10,10 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: tessel.graph.export */
+#define TESSEL_THREADS 1
+#endif
+
 static inline float tessel_max_f32(float a, float b) {
     const float m = a > b ? a : b;
     return a != a ? a : m;

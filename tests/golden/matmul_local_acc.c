@@ -10,6 +10,10 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: tessel.graph.export */
+#define TESSEL_THREADS 1
+#endif
+
 typedef float tessel_f32x8 __attribute__((vector_size(32)));
 typedef float tessel_f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 static inline tessel_f32x8 tessel_f32x8_load(const float* p) { return *(const tessel_f32x8_u*)p; }

@@ -10,6 +10,10 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: tessel.graph.export */
+#define TESSEL_THREADS 1
+#endif
+
 static int32_t matmul(const float* restrict A, const float* restrict B, float* restrict C) {
     for (int32_t i = 0; i < 3; ++i) {
         for (int32_t j = 0; j < 2; ++j) {

@@ -10,6 +10,10 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: tessel.graph.export */
+#define TESSEL_THREADS 1
+#endif
+
 typedef float tessel_f32x8 __attribute__((vector_size(32)));
 typedef float tessel_f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 static inline tessel_f32x8 tessel_f32x8_load(const float* p) { return *(const tessel_f32x8_u*)p; }
@@ -20,7 +24,7 @@ static int32_t matmul_register_tile(
         const float* restrict A,
         const float* restrict B,
         float* restrict C) {
-    #pragma omp parallel for num_threads(1) schedule(static)
+    #pragma omp parallel for num_threads(TESSEL_THREADS) schedule(static)
     for (int32_t i_0 = 0; i_0 < 3; ++i_0) {
         for (int32_t j_0 = 0; j_0 < 2; ++j_0) {
             // block C_tile

@@ -10,6 +10,10 @@
 
 #define TESSEL_ALLOC_FAILED 1
 
+#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: tessel.graph.export */
+#define TESSEL_THREADS 1
+#endif
+
 static int32_t pad(const float* restrict A, float* restrict P) {
     // loop i: a select branch may load A out of bounds; left to omp simd
     #pragma omp simd

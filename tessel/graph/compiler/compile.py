@@ -122,7 +122,11 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
     built = {key: BuiltKernel(next(modules), [(p, next(modules)) for p in packs],
                               _arg_sources(main, func, packs))
              for key, (func, main, packs) in programs.items()}
-    return CompiledModel(graph, groups, kernels, built, statuses, target, layout)
+    model = CompiledModel(graph, groups, kernels, built, statuses, target, layout)
+    if db is not None:
+        model.provenance = {"database": str(db.path), "trials": sum(
+            db.trials(s.task.workload, target) for s in statuses)}
+    return model
 
 
 def build_all(funcs: list[PrimFunc], target: Target) -> list[Any]:

@@ -108,8 +108,9 @@ def command_lines(page: Path) -> list[str]:
     for block in blocks(page, "bash"):
         for line in block.code.splitlines():
             for part in line.split("#")[0].split("&&"):
-                if part.strip().startswith("tessel "):
-                    found.append(part.strip())
+                command = part.split(">")[0].split("|")[0].strip()  # without redirections
+                if command.startswith("tessel "):
+                    found.append(command)
     return found
 
 

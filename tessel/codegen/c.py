@@ -372,6 +372,11 @@ def _describe(buf: Buffer) -> str:
 # Budgets before: 1.2 MB, then 600 KB (2026-11-24, Zen 4: R18-C1 programs past 600 KB took
 # 8-20 s of gcc each and none was within 15% of the best).
 UNROLL_CHARS = 200_000
+# C characters per IR node of an unrolled body, at the least: a body of more nodes than the
+# budget over this is too large before it is vectorized and printed (ResNet-18's kernels on
+# their priors, 2026-11-27: 4.5-4.7 for the Winograd output transforms, 5.5 for the input
+# transforms, 14-60 for convolutions and matmuls)
+MIN_CHARS_PER_NODE = 3
 UNROLL_CAPS = (256, 128, 64, 16, 0)
 
 
@@ -399,7 +404,8 @@ def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
     rows = func.partition == "rows"
     for cap in caps[:-1]:
         try:
-            return print_c(lower_kernel(func, target, max_unroll_step=cap), target,
+            return print_c(lower_kernel(func, target, max_unroll_step=cap,
+                                        max_nodes=budget // MIN_CHARS_PER_NODE), target,
                            max_chars=budget, prepacks=packs,
                            constants=constants, rows=rows)
         except SourceTooLarge:

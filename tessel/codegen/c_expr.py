@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from tessel.codegen.lowered import CodegenError, check
+from tessel.codegen.lowered import CodegenError, SourceTooLarge, check
 from tessel.codegen.passes.affine import is_nonnegative, is_positive_const
 from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not,
                        Select, Var, fresh_name, is_float)
@@ -44,10 +44,6 @@ _BINARY = {"+": ("+", ADD), "-": ("-", ADD), "*": ("*", MUL), "/": ("/", MUL),
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
          "pow": "pow", "abs": "fabs", "floor": "floor", "ceil": "ceil"}
 _NARROW_INTS = ("int8", "uint8", "int16", "uint16")
-
-
-class SourceTooLarge(CodegenError):
-    """The C of a program passed the budget it was rendered with (generate_c's max_chars)."""
 
 
 def c_type(dtype: str) -> str:

@@ -32,6 +32,11 @@ class CodegenError(TesselError, ValueError):
     """The program has no C form (an unsupported node, illegal nesting, an unbound name)."""
 
 
+class SourceTooLarge(CodegenError):
+    """The C of a program passed the budget it was rendered with (generate_c's max_chars), or
+    its unrolled body has more nodes than C of that budget holds (lower_kernel's max_nodes)."""
+
+
 def check(cond: bool, msg: str) -> None:
     if not cond:
         raise CodegenError(msg)

@@ -13,6 +13,7 @@ nothing of tuning records or schedules.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -44,8 +45,10 @@ class GroupKernel:
     func: PrimFunc
     params: tuple[str, ...]
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """The kernel's task (structural hash of its PrimFunc: computed once, it walks the
+        whole program)."""
         return structural_hash(self.func)
 
 

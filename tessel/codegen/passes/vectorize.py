@@ -24,8 +24,8 @@ from tessel.codegen.passes.affine import (LANE, Lin, flat_index, interval, is_no
                                           is_positive_const, linear)
 from tessel.codegen.passes.fold import Mentions, substitute_folding
 from tessel.ir import (BinOp, BufferLoad, BufferStore, Call, Cast, Expr, For, IfThenElse,
-                       IntImm, Not, Select, Stmt, StmtMutator, Var, collect, const, is_float,
-                       seq)
+                       IntImm, Not, Select, Stmt, StmtMutator, Var, collect, collect_stmts, const,
+                       is_float, seq)
 from tessel.ir.expr import CMP_OPS, binop
 from tessel.target import Target
 
@@ -70,8 +70,9 @@ def chunk_plan(extent: int, lanes: int, min_lanes: int) -> list[Chunk]:
 
 def choose_lanes(body: Stmt, target: Target) -> tuple[int, int]:
     """(lanes of a full vector, fewest lanes worth a vector) for the widest data type in `body`."""
-    dtypes = {e.dtype for e in collect(body, (BufferLoad, Cast))}
-    dtypes |= {s.buffer.dtype for s in collect(body, BufferStore)}
+    # (distinct: an unrolled body shares its unchanged subexpressions between copies)
+    dtypes = {e.dtype for e in collect(body, (BufferLoad, Cast), distinct=True)}
+    dtypes |= {s.buffer.dtype for s in collect_stmts(body, BufferStore)}
     bits = max((int(d[-2:]) for d in dtypes if d in VECTOR_DTYPES), default=32)
     lanes = max(2, target.vector_bits // bits)
     return lanes, min(lanes, max(2, 128 // bits))

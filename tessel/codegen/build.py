@@ -52,14 +52,25 @@ def _source_key(func: PrimFunc, target: Target, compact: bool) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
 
 
+def _source_path(func: PrimFunc, target: Target, compact: bool,
+                 cache_dir: str | Path | None) -> Path:
+    key = _source_key(func, target, compact)
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return root / "sources" / key[:2] / f"{key}.c"
+
+
+def has_source(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
+               compact: bool = True) -> bool:
+    """Whether build finds `func`'s C in the cache (it need not lower and print it)."""
+    return _source_path(func, target, compact, cache_dir).exists()
+
+
 def _generated_c(func: PrimFunc, target: Target, compact: bool,
                  cache_dir: str | Path | None) -> str:
     """generate_c's text for `func`, from the cache when this generator wrote it before (a
     compiled model's second compile: lowering and printing take most of its time when every
     kernel is compiled already, 21 of 47 profiled seconds for ResNet-18)."""
-    key = _source_key(func, target, compact)
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    path = root / "sources" / key[:2] / f"{key}.c"
+    path = _source_path(func, target, compact, cache_dir)
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError):
@@ -68,7 +79,7 @@ def _generated_c(func: PrimFunc, target: Target, compact: bool,
                         constants=func.constant_params)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{key}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp")
         with os.fdopen(fd, "w") as file:
             file.write(source)
         os.replace(tmp, path)
@@ -85,14 +96,21 @@ def build(func: PrimFunc, target: Target | str | None = None, *,
     With `compact` (the default), intermediate buffers are first allocated where they are
     used and shrunk to what is used there (tessel.codegen.passes.compact_buffers)."""
     target = as_target(target)  # None: this host; a name: Target(name)
-    foreign = is_foreign(target)
-    if foreign:
-        check_cross_compiler(target)
-    source = _generated_c(func, target, compact, cache_dir)
-    lib_path = compile_shared(source, target, cache_dir=cache_dir)
-    if foreign:
+    source, lib_path = build_files(func, target, cache_dir=cache_dir, compact=compact)
+    if is_foreign(target):
         return emulated_module(func, target, source, lib_path, cache_dir)
     return Module(func, target, source, lib_path)
 
 
-__all__ = ["build"]
+def build_files(func: PrimFunc, target: Target, *, cache_dir: str | Path | None = None,
+                compact: bool = True) -> tuple[str, Path]:
+    """build's C source and compiled library, both left in the cache, without loading it
+    (what a build process does for a model compiled on several cores: prebuild in
+    tessel.measure)."""
+    if is_foreign(target):
+        check_cross_compiler(target)
+    source = _generated_c(func, target, compact, cache_dir)
+    return source, compile_shared(source, target, cache_dir=cache_dir)
+
+
+__all__ = ["build", "build_files", "generator_version", "has_source"]

@@ -6,8 +6,9 @@ from the kernel when the tuner dies, through PR_SET_PDEATHSIG) it kills the comp
 running, with their cc1/as/ld children, before it exits.
 
 Request: {"func": PrimFunc, "target": Target, "cache_dir": str | None, "timeout_s": float,
-"max_source_chars": int | None}.
-Reply: a tessel.measure.builder.BuildResult.
+"max_source_chars": int | None}; reply: a tessel.measure.builder.BuildResult. With
+"prebuild": True, the program as tessel.codegen.build builds it, left in the caches; reply:
+None, or the error's line (LocalBuilder.prebuild).
 """
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import sys
 from typing import Any
 
 from tessel.codegen.compiler import kill_compilers
-from tessel.measure.builder import build_artifact
+from tessel.measure.builder import build_artifact, prebuild_one
 from tessel.measure.child import serve
 
 
 def handle(request: dict) -> Any:
+    if request.get("prebuild"):
+        return prebuild_one(request["func"], request["target"], request["cache_dir"])
     return build_artifact(request["func"], request["target"], cache_dir=request["cache_dir"],
                           timeout_s=request["timeout_s"],
                           max_source_chars=request["max_source_chars"])

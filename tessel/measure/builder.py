@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from tessel.codegen.build import build_files
 from tessel.codegen.c import SourceTooLarge, generate_c
 from tessel.codegen.compiler import COMPILE_TIMEOUT_S, CompileError, compile_shared
 from tessel.codegen.passes import compact_buffers
@@ -124,6 +125,17 @@ def build_source(source: str, params: tuple[ParamSpec, ...], target: Target, *,
     return BuildResult(artifact=Artifact(str(lib_path), source, params, secs))
 
 
+def prebuild_one(func: PrimFunc, target: Target, cache_dir: str | None) -> str:
+    """`func`'s C and library as tessel.codegen.build makes them, left in the caches; "", or
+    what failed (build says it again, with its own error, when the model is built). (Never
+    None: a build process sends no reply for None.)"""
+    try:
+        build_files(func, target, cache_dir=cache_dir)
+    except Exception as err:  # noqa: BLE001 - reported by the build that follows
+        return f"{type(err).__name__}: {err}"
+    return ""
+
+
 class LocalBuilder(contextlib.AbstractContextManager):
     """Builds candidates in `max_workers` build processes (default: one per core).
 
@@ -150,22 +162,36 @@ class LocalBuilder(contextlib.AbstractContextManager):
 
     def build(self, candidates: Sequence[MeasureCandidate]) -> list[BuildResult]:
         """One BuildResult per candidate, in order; never raises for a bad candidate."""
+        return self._serve([{"func": c.func, "target": self.target, "cache_dir": self.cache_dir,
+                             "timeout_s": self.timeout_s,
+                             "max_source_chars": self.max_source_chars}
+                            for c in candidates])
+
+    def prebuild(self, funcs: Sequence[PrimFunc]) -> list[str | None]:
+        """Each of `funcs` generated and compiled as tessel.codegen.build does, in the build
+        processes side by side, and left in the caches: a model's kernels then load from them
+        (generating C is Python, which threads would run one at a time). Per function None,
+        or the line of what failed."""
+        replies = self._serve([{"prebuild": True, "func": f, "target": self.target,
+                                "cache_dir": self.cache_dir} for f in funcs])
+        return [(r or None) if isinstance(r, str) else r.error.error_msg for r in replies]
+
+    def _serve(self, requests: list[dict]) -> list:
+        """Each request's reply from the build processes, in order (a failed process: a
+        BuildResult error)."""
         if not self._workers:
             self._workers = [WorkerProcess("tessel.measure.build_worker", label="build")
                              for _ in range(self.max_workers)]
         start = time.perf_counter()
-        results: list[BuildResult | None] = [None] * len(candidates)
-        todo = deque(range(len(candidates)))
+        results: list = [None] * len(requests)
+        todo = deque(range(len(requests)))
         idle = list(self._workers)
         busy: dict[int, tuple[WorkerProcess, int, float]] = {}  # fd -> (worker, index, deadline)
         try:
             while todo or busy:
                 while todo and idle:
                     worker, index = idle.pop(), todo.popleft()
-                    failure = worker.send({"func": candidates[index].func, "target": self.target,
-                                           "cache_dir": self.cache_dir,
-                                           "timeout_s": self.timeout_s,
-                                           "max_source_chars": self.max_source_chars})
+                    failure = worker.send(requests[index])
                     if failure is not None:
                         results[index] = self._failed(failure, start)
                         idle.append(worker)
@@ -191,7 +217,8 @@ class LocalBuilder(contextlib.AbstractContextManager):
                 continue
             del busy[fd]
             reply = worker.receive(deadline if fd in ready else now)
-            results[index] = reply if isinstance(reply, BuildResult) else self._failed(reply, start)
+            results[index] = reply if isinstance(reply, (BuildResult, str)) \
+                else self._failed(reply, start)
             freed.append(worker)
         return freed
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from tessel.codegen import build
+from tessel.codegen.build import has_source
+from tessel.codegen.compiler import COMPILE_TIMEOUT_S
 from tessel.database import Database, first_program
 from tessel.graph.compiler.load import load_model
 from tessel.graph.compiler.tasks import extract_tasks, lower_groups
@@ -25,11 +27,12 @@ from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.graph.runtime import FALLBACKS, BuiltKernel, CompiledModel, TaskStatus
 from tessel.ir import CONSTANT_PARAMS, MEASURE, PARTITION, REDUCE, PrimFunc
 from tessel.ir.visitor import blocks
+from tessel.measure import LocalBuilder
 from tessel.prepack import Prepack, split_prepacks
 from tessel.schedule import Schedule, ScheduleError
 from tessel.space import Postproc, default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
-from tessel.target import Target, as_target
+from tessel.target import Target, as_target, host_arch
 from tessel.tuning import best_func
 
 
@@ -129,11 +132,24 @@ def compile_graph(graph: Graph, target: Target, db: Database | None, *,
     return model
 
 
+# kernels without C in the cache from which build processes generate it (starting them takes
+# a fraction of a second each: below, threads do)
+PREBUILD_AT = 4
+
+
 def build_all(funcs: list[PrimFunc], target: Target) -> list[Any]:
-    """Each of `funcs` built for `target` (tessel.codegen.build), in order; the C compilers
-    run side by side on the target's cores (a model's first compile: one per kernel)."""
+    """Each of `funcs` built for `target` (tessel.codegen.build), in order, on the target's
+    cores: kernels whose C is not in the cache yet (PREBUILD_AT of them or more) are first
+    generated and compiled by build processes side by side (generating C is Python: threads
+    take turns), then every kernel loads from the caches, its compiler run by a thread if
+    it still has to be."""
     if len(funcs) < 2 or target.cores < 2:
         return [build(f, target) for f in funcs]
+    new = [f for f in funcs if not has_source(f, target)]
+    if len(new) >= PREBUILD_AT and target.arch == host_arch():
+        with LocalBuilder(target, max_workers=target.cores,
+                          timeout_s=COMPILE_TIMEOUT_S) as builder:
+            builder.prebuild(new)  # (a failure is raised by its build below, as it was)
     with ThreadPoolExecutor(max_workers=target.cores) as pool:
         return list(pool.map(lambda f: build(f, target), funcs))
 

@@ -31,6 +31,7 @@ from tessel.graph.fuse import FusedGroup
 from tessel.graph.ir import Graph, check
 from tessel.ir import PrimFunc, structural_hash
 from tessel.prepack import Prepack
+from tessel.runtime import median_seconds, random_arrays
 from tessel.target import Target
 from tessel.tuning import Task
 
@@ -191,14 +192,7 @@ class CompiledModel:
         call first, at least 3 timed)."""
         check_timeable(self._sequence, f"model {self.graph.name}")
         feeds = self.random_inputs(seed)
-        self(*feeds)
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < 3 or time.perf_counter() - start < budget:
-            t0 = time.perf_counter()
-            self(*feeds)
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
+        return median_seconds(lambda: self(*feeds), budget)
 
     def profile(self, repeat: int = 3, in_sequence: bool = False) -> list[tuple[str, float]]:
         """(kernel name, seconds) for each kernel in run order, on the inputs of the last call:
@@ -235,16 +229,9 @@ class CompiledModel:
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Arrays of the model's input shapes and dtypes, in input order: standard normal
         floats, integers in [0, 8] (valid token ids and indices), 0/1 bools."""
-        rng = np.random.default_rng(seed)
-        arrays = []
-        for v in self.input_names:
-            t = self.graph.types[v]
-            if t.dtype == "float32":
-                arrays.append(rng.standard_normal(t.shape).astype(t.dtype))
-            else:
-                arrays.append(rng.integers(0, 2 if t.dtype == "bool" else 9, t.shape)
-                              .astype(np.bool_ if t.dtype == "bool" else t.dtype))
-        return arrays
+        types = [self.graph.types[v] for v in self.input_names]
+        return random_arrays([(t.shape, np.bool_ if t.dtype == "bool" else t.dtype)
+                              for t in types], seed)
 
     @property
     def kernel_funcs(self) -> list[PrimFunc]:

@@ -20,6 +20,7 @@ is compiled for the architecture's baseline (no SIGILL).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -207,27 +208,13 @@ class ExportedModel:
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Arrays of the model's input shapes and dtypes, as CompiledModel.random_inputs."""
-        rng = np.random.default_rng(seed)
-        out = []
-        for _, shape, dtype in self.inputs:
-            if dtype == np.float32:
-                out.append(rng.standard_normal(shape).astype(dtype))
-            else:
-                out.append(rng.integers(0, 2 if dtype == np.bool_ else 9, shape).astype(dtype))
-        return out
+        return random_arrays([(shape, dtype) for _, shape, dtype in self.inputs], seed)
 
     def latency(self, budget: float = 0.3, seed: int = 0) -> float:
         """Median seconds of a call on random inputs over about `budget` seconds (one
         warm-up call first, at least 3 timed), as CompiledModel.latency."""
         feeds = self.random_inputs(seed)
-        self(*feeds)
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < 3 or time.perf_counter() - start < budget:
-            t0 = time.perf_counter()
-            self(*feeds)
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
+        return median_seconds(lambda: self(*feeds), budget)
 
     def close(self) -> None:
         """Free the model's activations (the library stays mapped while the process runs)."""
@@ -245,8 +232,36 @@ class ExportedModel:
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
         if handle:
-            self._lib.tessel_model_destroy(handle)
+            with contextlib.suppress(Exception):  # (at interpreter shutdown, anything)
+                self._lib.tessel_model_destroy(handle)
             self._handle = None
+
+
+def random_arrays(specs: list[tuple[tuple[int, ...], Any]], seed: int = 0) -> list[np.ndarray]:
+    """An array per (shape, dtype): standard normal float32, integers in [0, 8] (valid token
+    ids and indices), 0/1 bools."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in specs:
+        dtype = np.dtype(dtype)
+        if dtype == np.float32:
+            out.append(rng.standard_normal(shape).astype(dtype))
+        else:
+            out.append(rng.integers(0, 2 if dtype == np.bool_ else 9, shape).astype(dtype))
+    return out
+
+
+def median_seconds(call: Any, budget: float) -> float:
+    """Median seconds of `call()` over about `budget` seconds, after one warm-up call (at
+    least 3 timed)."""
+    call()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or time.perf_counter() - start < budget:
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
 
 
 def _tensor(t: dict) -> tuple[str, tuple[int, ...], np.dtype]:
@@ -260,4 +275,4 @@ def load(path: str | os.PathLike) -> ExportedModel:
 
 
 __all__ = ["load", "read_meta", "header_path", "ExportedModel", "LoadError", "InputError",
-           "RunError", "ABI_VERSION", "MAGIC", "TRAILER"]
+           "RunError", "ABI_VERSION", "MAGIC", "TRAILER", "median_seconds", "random_arrays"]

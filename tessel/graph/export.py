@@ -35,7 +35,7 @@ from bisect import bisect_right
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,9 +43,6 @@ from tessel.codegen.compiler import compile_cached, link
 from tessel.graph.ir import check
 from tessel.runtime import ABI_VERSION, MAGIC, TRAILER
 from tessel.target import Target
-
-if TYPE_CHECKING:
-    from tessel.graph.runtime import CompiledModel
 
 ALIGN = 64  # every region starts on a cache line, as the model's own arrays do
 _BASELINE_FLAGS = ("-O2", "-fPIC", "-std=gnu11", "-fvisibility=hidden", "-c")
@@ -105,10 +102,11 @@ def _span(array: np.ndarray) -> tuple[int, int]:
     return array.ctypes.data, array.ctypes.data + array.nbytes
 
 
-def export_model(model: CompiledModel, path: str | Path, *,
-                 jobs: int | None = None) -> ExportSummary:
-    """Write `model` to `path` as one shared library (see the module); the C compilers run
-    `jobs` at a time (the target's cores). Compiled objects are cached with the kernels."""
+def export_model(model: Any, path: str | Path, *, jobs: int | None = None) -> ExportSummary:
+    """Write `model` (a tessel.graph.runtime.CompiledModel: CompiledModel.export calls this,
+    so this module does not import that one) to `path` as one shared library (see the
+    module); the C compilers run `jobs` at a time (the target's cores). Compiled objects are
+    cached with the kernels."""
     path = Path(path)
     target: Target = model.target
     check(path.parent.is_dir(), f"export: directory {path.parent} does not exist")
@@ -166,7 +164,7 @@ def export_model(model: CompiledModel, path: str | Path, *,
                          path.stat().st_size)
 
 
-def _meta(model: CompiledModel, tensors: dict, sources: dict[str, str], weight_bytes: int,
+def _meta(model: Any, tensors: dict, sources: dict[str, str], weight_bytes: int,
           arena_bytes: int) -> dict[str, Any]:
     """What the library says of itself (its trailer and tessel_model_meta): the model's
     inputs and outputs, the target and flags it was built for, where its programs came from

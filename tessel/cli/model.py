@@ -32,6 +32,7 @@ from tessel.graph.compiler import tune as model_tuning
 from tessel.graph.frontend import models
 from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 from tessel.graph.reference import run_graph
+from tessel.target import VALID_TARGETS
 
 MAX_IMAGE = 4096  # a zoo CNN's activations grow with its square: 4096 is GiBs already
 
@@ -250,9 +251,10 @@ def add_commands(sub) -> None:
     _model_args(p, optional=True)
     p.add_argument("-o", "--output", default=None, metavar="FILE.so",
                    help="the library to write")
-    p.add_argument("--target", default="host", choices=("host", "x86_64-avx2", "x86_64-avx512"),
+    p.add_argument("--target", default="host", choices=VALID_TARGETS,
                    help="the ISA it is built for (default: this machine's features; a preset "
-                        "runs on more CPUs, with the records tuned for it)")
+                        "runs on more CPUs, with the records tuned for it; another "
+                        "architecture's with its cross compiler)")
     p.add_argument("--header", action="store_true",
                    help="print tessel_runtime.h, the C API of exported models, and exit")
     p.set_defaults(fn=cmd_export)

@@ -8,7 +8,7 @@ running, with their cc1/as/ld children, before it exits.
 Request: {"func": PrimFunc, "target": Target, "cache_dir": str | None, "timeout_s": float,
 "max_source_chars": int | None}; reply: a tessel.measure.builder.BuildResult. With
 "prebuild": True, the program as tessel.codegen.build builds it, left in the caches; reply:
-None, or the error's line (LocalBuilder.prebuild).
+"", or the error's line (LocalBuilder.prebuild).
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from typing import Any, Iterator, Sequence
 from tessel.codegen import build
 from tessel.codegen.build import has_source
 from tessel.codegen.compiler import COMPILE_TIMEOUT_S
+from tessel.codegen.emulate import is_foreign
 from tessel.database import Database, first_program
 from tessel.graph.compiler.load import load_model
 from tessel.graph.compiler.tasks import extract_tasks, lower_groups
@@ -32,7 +33,7 @@ from tessel.prepack import Prepack, split_prepacks
 from tessel.schedule import Schedule, ScheduleError
 from tessel.space import Postproc, default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
-from tessel.target import Target, as_target, host_arch
+from tessel.target import Target, as_target
 from tessel.tuning import best_func
 
 
@@ -146,7 +147,7 @@ def build_all(funcs: list[PrimFunc], target: Target) -> list[Any]:
     if len(funcs) < 2 or target.cores < 2:
         return [build(f, target) for f in funcs]
     new = [f for f in funcs if not has_source(f, target)]
-    if len(new) >= PREBUILD_AT and target.arch == host_arch():
+    if len(new) >= PREBUILD_AT and not is_foreign(target):
         with LocalBuilder(target, max_workers=target.cores,
                           timeout_s=COMPILE_TIMEOUT_S) as builder:
             builder.prebuild(new)  # (a failure is raised by its build below, as it was)

@@ -128,7 +128,8 @@ def cmd_tune_model(args: argparse.Namespace) -> int:
     results = tessel.tune_model(graph, target, trials, database=args.db, time_budget=budget,
                                 scheduler=args.scheduler, strategy=args.strategy,
                                 cost_model=args.cost_model, batch_size=args.batch_size,
-                                seed=args.seed, layout=args.layout, select=0)
+                                seed=args.seed, layout=args.layout, select=0,
+                                transfer_from=args.transfer_from)
     print(f"{graph.name}: {len(results)} tasks, records in {args.db}")
     for r in results:
         trials = r.trials_before + len(r.history)
@@ -237,6 +238,10 @@ def add_commands(sub) -> None:
     p.add_argument("--strategy", default="evolutionary")
     p.add_argument("--cost-model", default="pretrained")
     p.add_argument("--batch-size", type=count(1), default=16)
+    p.add_argument("--transfer-from", action="append", default=[], metavar="DB",
+                   help="another record database to learn from (repeatable): a new task starts "
+                        "from the best programs of its nearest relatives tuned there, fitted to "
+                        "its shape, as from those of --db")
     p.add_argument("--select", type=count(0, MAX_CANDIDATES), default=8, metavar="N",
                    help="then time each task's N best records in the model's sequence and "
                         f"store the fastest there as its choice (default 8, at most "

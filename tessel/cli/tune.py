@@ -213,7 +213,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         result = tessel.tune(func, target, args.trials, space=args.space,
                              strategy=args.strategy, cost_model=args.cost_model,
                              database=args.db, runner=runner, batch_size=args.batch_size,
-                             seed=args.seed, early_stopping=args.early_stopping, name=label)
+                             seed=args.seed, early_stopping=args.early_stopping, name=label,
+                             transfer_from=args.transfer_from)
     return _reported(result, label, target, args)
 
 
@@ -321,6 +322,10 @@ def add_commands(sub) -> None:
     p.add_argument("--early-stopping", type=count(1), default=None,
                    help="stop after this many trials without improvement")
     p.add_argument("--seed", type=count(0), default=0)
+    p.add_argument("--transfer-from", action="append", default=[], metavar="DB",
+                   help="another record database to learn from (repeatable): the best programs "
+                        "of the nearest shapes tuned there, fitted to this one, join the first "
+                        "batch, as those of --db do")
     p.add_argument("--runner", choices=("local", "dask"), default="local")
     p.add_argument("--scheduler", help="Dask scheduler address (with --runner dask)")
     p.add_argument("--device", help="device key of the Dask pool (with --runner dask)")

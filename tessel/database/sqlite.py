@@ -425,8 +425,13 @@ class Database(contextlib.AbstractContextManager):
         where, args = _filters(workload, target)
         return self._read(f"SELECT COUNT(*) FROM records{where}", args)[0][0]
 
-    def workloads(self) -> list[Workload]:
-        rows = self._read("SELECT key, func_json FROM workloads ORDER BY rowid")
+    def workloads(self, name: str | None = None) -> list[Workload]:
+        """Every workload stored (those whose program is called `name`, if given)."""
+        if name is None:
+            rows = self._read("SELECT key, func_json FROM workloads ORDER BY rowid")
+        else:
+            rows = self._read("SELECT key, func_json FROM workloads WHERE name = ? ORDER BY "
+                              "rowid", (name,))
         return [Workload(key, func_from_json(text)) for key, text in rows]
 
     def workload(self, key: str) -> PrimFunc:

@@ -10,7 +10,7 @@ import math
 from typing import Any, Sequence
 
 from tessel.schedule.base import instruction
-from tessel.schedule.trace import IntRV, LoopRV, check
+from tessel.schedule.trace import IntRV, LoopRV, Trace, check
 
 
 def divisors(n: int) -> list[int]:
@@ -31,6 +31,43 @@ def sample_tile(rng, extent: int, n: int, max_innermost_factor: int) -> list[int
         rest //= f
     factors.append(rest)
     return factors[::-1]
+
+
+def fit_tile(decision: Sequence[int], extent: int, max_innermost_factor: int) -> list[int]:
+    """Tile sizes for `extent` shaped like `decision` (tile sizes recorded for another extent):
+    from the innermost level out, each factor is the divisor of what remains nearest to the
+    recorded one by ratio (the larger on a tie; the innermost at most max_innermost_factor),
+    and the outermost takes the rest. Register and vector tiles that divide the new extent
+    stay as they were."""
+    out: list[int] = []
+    rest = extent
+    for level, want in enumerate(reversed(decision[1:])):
+        cap = max_innermost_factor if level == 0 else rest
+        best = min((d for d in divisors(rest) if d <= cap),
+                   key=lambda d: (abs(math.log(d / want)), -d))
+        out.append(best)
+        rest //= best
+    return [rest, *reversed(out)]
+
+
+def transplant(trace: Trace, sch: Any) -> Any:
+    """Replay on `sch` a trace recorded on another shape of its program (the same blocks and
+    loops, other extents), each tile-size decision fitted to its loop's extent here
+    (fit_tile); every other decision as recorded. Returns `sch`, whose own trace holds the
+    fitted decisions; ScheduleError when the trace does not fit this program."""
+    env: dict[Any, Any] = {}
+    chosen = dict(trace.decisions)
+    for index, inst in enumerate(trace.instructions):
+        if inst.kind == "sample_perfect_tile" and index in chosen:
+            args = dict(inst.args)
+            check(args["loop"] in env, f"sample_perfect_tile uses {args['loop']!r} before any "
+                                       "instruction defines it")
+            extent = sch.get(env[args["loop"]]).extent
+            if math.prod(chosen[index]) != extent:
+                chosen[index] = tuple(fit_tile(chosen[index], extent,
+                                               args["max_innermost_factor"]))
+        trace.replay_step(sch, index, env, chosen)
+    return sch
 
 
 def check_tile(decision: Any, extent: int, n: int, max_innermost_factor: int, name: str) -> list[int]:

@@ -30,7 +30,7 @@ from tessel.cost_model import CostModel
 from tessel.errors import TesselError
 from tessel.ir import PrimFunc, structural_hash
 from tessel.measure import MeasureCandidate, MeasureResult
-from tessel.schedule import Schedule, ScheduleError, Trace
+from tessel.schedule import Schedule, ScheduleError, Trace, transplant
 from tessel.space import MUTATORS, Mutator, Postproc, SearchSpace, postprocess
 from tessel.space.priors import prior_schedules
 
@@ -71,6 +71,7 @@ class SearchStrategy(ABC):
         self.rng = random.Random(seed)
         self.seen: set[str] = set()
         self.measured: list[tuple[Proposal, float]] = []  # (proposal, mean seconds; inf: error)
+        self.transplants: list[Proposal] = []  # other shapes' best programs (carry_over)
         self.mutators = _mutators(mutator_probs or MUTATOR_PROBS)
 
     # ---- the interface ----
@@ -100,7 +101,28 @@ class SearchStrategy(ABC):
                 taken += 1
         return taken
 
+    def carry_over(self, traces: Iterable[Trace]) -> int:
+        """Take the best programs of other shapes of this workload (tessel.tuning.knowledge),
+        fitted to its extents (tessel.schedule.transplant), for a search to measure early;
+        those that do not fit or that a postprocessor rejects are dropped. Returns how many
+        were kept."""
+        keys = {program_key(p) for p in self.transplants}
+        for trace in traces:
+            p = self.transplant(trace)
+            if p is not None and program_key(p) not in keys:
+                keys.add(program_key(p))
+                self.transplants.append(p)
+        return len(self.transplants)
+
     # ---- shared helpers ----
+
+    def transplant(self, trace: Trace) -> Proposal | None:
+        """The proposal a trace recorded on another shape of the workload makes of this one,
+        or None."""
+        try:
+            return self.finalize(transplant(trace, Schedule(self.workload)))
+        except (ScheduleError, ValueError):
+            return None
 
     def finalize(self, sch: Schedule | None) -> Proposal | None:
         """The proposal of a schedule: its postprocessed program (None if a postprocessor

@@ -21,6 +21,10 @@ informed model ranks them low: on MobileNet-v2's depthwise and 1x1 convolutions 
 model ranked them out of the first batch, and in 296 trials the search never found what the
 prior gives (the best it found re-timed at 0.137-0.18 ms, the prior at 0.101, for the
 56x56 stride-2 depthwise).
+
+Programs carried over from other shapes of the workload tuned before (`carry_over`: the best
+of the nearest tasks in the database, fitted to this shape; tessel.tuning.knowledge) join
+the priors in the first batch, up to `transplants` of them, and its first initial population.
 """
 from __future__ import annotations
 
@@ -38,23 +42,25 @@ class EvolutionarySearch(SearchStrategy):
                  population: int = 64, generations: int = 3,
                  init_measured_ratio: float = 0.2, mutate_prob: float = 0.85,
                  epsilon: float = 0.05, priors: bool = True, carry_ratio: float = 0.4,
-                 **kw) -> None:
+                 transplants: int = 8, **kw) -> None:
         super().__init__(space, workload, **kw)
         if population < 2 or generations < 0 or not 0 <= epsilon <= 1 or \
-                not 0 <= carry_ratio + init_measured_ratio <= 1:
+                not 0 <= carry_ratio + init_measured_ratio <= 1 or transplants < 0:
             raise SearchError(f"evolutionary: need population >= 2, generations >= 0, "
-                              f"0 <= epsilon <= 1, 0 <= carry_ratio + init_measured_ratio <= 1 "
-                              f"(got {population}, {generations}, {epsilon}, {carry_ratio}, "
-                              f"{init_measured_ratio})")
+                              f"0 <= epsilon <= 1, 0 <= carry_ratio + init_measured_ratio <= 1, "
+                              f"transplants >= 0 (got {population}, {generations}, {epsilon}, "
+                              f"{carry_ratio}, {init_measured_ratio}, {transplants})")
         self.population, self.generations = population, generations
         self.init_measured_ratio, self.mutate_prob, self.epsilon = (init_measured_ratio,
                                                                     mutate_prob, epsilon)
         self.use_priors, self.carry_ratio = priors, carry_ratio
+        self.max_transplants = transplants
         self._carry: list[tuple[str, Proposal]] = []  # the last ask's best unproposed, by key
 
     def ask(self, n: int) -> list[Proposal]:
-        if self.use_priors and not self.measured:
-            first = self.take_new(self.priors(), n)
+        starts = self._starts() if not self.measured else []
+        if starts:
+            first = self.take_new(starts, n)
             if getattr(self.cost_model, "informed", False):
                 return first + (self._evolve(n - len(first)) if n > len(first) else [])
             return first + self.sample_new(n - len(first))  # noise would rank them at random
@@ -73,9 +79,16 @@ class EvolutionarySearch(SearchStrategy):
         self._carry = [(key, p) for key, (_, p) in ranked if key not in self.seen]
         return batch + self.sample_new(n - len(batch))
 
+    def _starts(self) -> list[Proposal]:
+        """What a first batch measures whatever the model says: the priors, then the programs
+        carried over from other shapes."""
+        priors = self.priors() if self.use_priors else []
+        return priors + self.transplants[:self.max_transplants]
+
     def _initial_population(self) -> list[Proposal]:
-        if self.use_priors and not self.measured:
-            best = self.priors()[:self.population // 2]
+        starts = self._starts() if not self.measured else []
+        if starts:
+            best = starts[:self.population // 2]
         else:
             best = self.best_measured(int(self.population * self.init_measured_ratio))
         carried = [p for key, p in self._carry if key not in self.seen]

@@ -102,6 +102,15 @@ def _database(name: str, value: Any) -> None:
           f"{name} must be a file path, a tessel Database or None, got {_kind(value)}")
 
 
+def _knowledge(name: str, value: Any) -> None:
+    check(isinstance(value, Sequence) and not isinstance(value, (str, bytes)),
+          f"{name} must be a list of databases (paths or tessel Databases), got {_kind(value)}")
+    for k, db in enumerate(value):
+        check(isinstance(db, Database) or isinstance(db, (str, os.PathLike)) and
+              os.path.isfile(db), f"{name}[{k}] must be an existing database file or a tessel "
+                                  f"Database, got {_kind(db)}")
+
+
 def _has_method(method: str, what: str) -> Callable[[str, Any], None]:
     def checker(name: str, value: Any) -> None:
         check(value is None or callable(getattr(value, method, None)),
@@ -130,7 +139,7 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "runner": _has_method("run", "a Runner"), "builder": _has_method("build", "a Builder"),
     "callbacks": _callbacks, "scheduler": _scheduler,
     "strategy_options": _of_type((dict, type(None)), "a dict of keyword arguments or None"),
-    "time_budget": _seconds,
+    "time_budget": _seconds, "transfer_from": _knowledge,
 }
 
 

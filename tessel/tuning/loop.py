@@ -48,6 +48,7 @@ from tessel.target import Target, as_target
 from tessel.tuning.args import check, check_args, check_func
 from tessel.tuning.best import TuneError
 from tessel.tuning.callbacks import MeasureCallback, default_callbacks, update_model
+from tessel.tuning.knowledge import nearest_traces
 from tessel.tuning.progress import TuneProgress
 from tessel.tuning.retime import RETIME_ROUNDS, Choice, retime
 from tessel.tuning.scheduler import TaskScheduler
@@ -105,6 +106,8 @@ class TuneRun:
     resumed: list[float] = field(default_factory=list)  # stored records' seconds, oldest first
     last_id: int = 0  # the database's last record of this task this run has taken in
     callbacks: list[MeasureCallback] = field(default_factory=list)
+    knowledge: list[Database] = field(default_factory=list)  # other databases to learn from
+    carried: bool = False  # whether the nearest tasks' programs were offered (_carry_over)
 
 
 def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *,
@@ -114,24 +117,30 @@ def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *
          runner: Runner | None = None, builder: Builder | None = None, batch_size: int = 16,
          seed: int = 0, early_stopping: int | None = None, rerun_top: int = 3, name: str = "",
          progress: bool = True, strategy_options: dict[str, object] | None = None,
-         callbacks: Sequence[MeasureCallback] = ()) -> TuneResult:
+         callbacks: Sequence[MeasureCallback] = (),
+         transfer_from: Sequence[str | Path | Database] = ()) -> TuneResult:
     """Search for a fast program of `func` on `target` (a Target or its name; None: this
     host) within `trials` measurements in all (those already in the database included, and
     those other runs sharing it are measuring). Returns the best program found, built.
     `callbacks` run after each batch, after the built-in ones (tessel.tuning.callbacks). At
     the end the best `rerun_top` are timed again, as a user's process times them, and the
     fastest is the result and the workload's stored choice (tessel.tuning.retime; 0: the
-    fastest in search, not re-timed). Every argument is checked before any work (TuneError)."""
+    fastest in search, not re-timed). A task new to the database starts from the best
+    programs of its nearest relatives tuned before, in it and in `transfer_from` (databases
+    read, never written; tessel.tuning.knowledge). Every argument is checked before any work
+    (TuneError)."""
     check_func(func)
     target = as_target(target)
     check_args(target, trials=trials, space=space, strategy=strategy, cost_model=cost_model,
                database=database, runner=runner, builder=builder, batch_size=batch_size,
                seed=seed, early_stopping=early_stopping, rerun_top=rerun_top, name=name,
-               progress=progress, strategy_options=strategy_options, callbacks=callbacks)
+               progress=progress, strategy_options=strategy_options, callbacks=callbacks,
+               transfer_from=transfer_from)
     task = Task(func, target, name)
     (run,) = _make_runs([task], space, strategy, _make_model(cost_model, target), database,
                         runner, builder, seed, strategy_options or {})
     try:
+        run.knowledge = _open_knowledge(transfer_from)
         before = _resume(run)
         bar = TuneProgress(task.label, trials, run.done, task.flops, enabled=progress)
         run.callbacks = [*default_callbacks(bar), *callbacks]
@@ -140,6 +149,7 @@ def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *
                 _loop(run, trials, batch_size, early_stopping, bar, stop)
             return _finish(run, rerun_top, RETIME_ROUNDS, before, stop.is_set())
     finally:
+        _close_knowledge(run.knowledge, transfer_from)
         _close_owned(run, builder, runner, database)
 
 
@@ -151,12 +161,15 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
                rerun_top: int = 3, progress: bool = True,
                strategy_options: dict[str, object] | None = None,
                callbacks: Sequence[MeasureCallback] = (),
-               time_budget: float | None = None) -> list[TuneResult]:
+               time_budget: float | None = None,
+               transfer_from: Sequence[str | Path | Database] = ()) -> list[TuneResult]:
     """Tune many tasks (e.g. the layers of a model; one target) within `trials` measurements
     in all: the task scheduler gives each round of `batch_size` trials to one task. With a
     `time_budget` (seconds, from this call) no round starts once it is spent: the round in
     flight ends, and the final re-timing of each task's best few follows. One cost model,
-    builder, runner and database serve every task. Every argument is checked before any work
+    builder, runner and database serve every task. A task new to the database starts from
+    the best programs of its nearest relatives tuned before (in it, the other tasks' first
+    rounds included, and in `transfer_from`). Every argument is checked before any work
     (TuneError)."""
     start = clock()
     target = _check_tasks(tasks)
@@ -165,16 +178,20 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
                           builder=builder, batch_size=batch_size, seed=seed,
                           rerun_top=rerun_top, progress=progress,
                           strategy_options=strategy_options, callbacks=callbacks,
-                          time_budget=time_budget)
+                          time_budget=time_budget, transfer_from=transfer_from)
     runs = _make_runs(tasks, space, strategy, _make_model(cost_model, target), database,
                       runner, builder, seed, strategy_options or {})
     try:
+        knowledge = _open_knowledge(transfer_from)
+        for run in runs:
+            run.knowledge = knowledge
         before = [_resume(run) for run in runs]
         with _stop_on_interrupt() as stop:
             rounds = Rounds(TaskScheduler(tasks, scheduler, seed=seed), trials, batch_size,
                             None if time_budget is None else start + time_budget)
             return _tune_rounds(runs, before, rounds, rerun_top, progress, stop, callbacks)
     finally:
+        _close_knowledge(runs[0].knowledge, transfer_from)
         _close_owned(runs[0], builder, runner, database)
 
 
@@ -304,6 +321,33 @@ def _label(search: SearchStrategy) -> str:
     second differ by process and by their count in it)."""
     return (f"{getattr(search, 'name', search)} {time.strftime('%Y-%m-%d %H:%M:%S')} "
             f"#{os.getpid()}.{next(_RUNS)}")
+
+
+def _open_knowledge(sources: Sequence[str | Path | Database]) -> list[Database]:
+    """The databases of `transfer_from`, opened (the paths were checked to exist)."""
+    opened: list[Database] = []
+    try:
+        for source in sources:
+            opened.append(source if isinstance(source, Database) else Database(source))
+    except BaseException:
+        _close_knowledge(opened, sources)
+        raise
+    return opened
+
+
+def _close_knowledge(opened: Sequence[Database], sources: Sequence[object]) -> None:
+    for db in opened:
+        if not any(db is source for source in sources):
+            db.close()
+
+
+def _carry_over(run: TuneRun) -> None:
+    """Offer a task new to the database the best programs of its nearest relatives tuned
+    before, in the run's database and its knowledge (tessel.tuning.knowledge), once."""
+    run.carried = True
+    traces = nearest_traces([run.db, *run.knowledge], run.task.workload, run.task.target)
+    if traces:
+        run.strategy.carry_over(traces)
 
 
 def _close_owned(run: TuneRun, builder: Builder | None, runner: Runner | None,
@@ -456,6 +500,8 @@ def _propose(run: TuneRun, n: int, bar: TuneProgress,
         n = min(n, budget - run.db.trials(run.task.workload, run.task.target))
     if n <= 0:
         return []
+    if run.done == 0 and not run.carried:
+        _carry_over(run)
     batch = run.strategy.ask(n)
     if not batch:
         return None

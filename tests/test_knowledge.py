@@ -95,14 +95,15 @@ def _transplants(dbs, func):
     return {structural_hash(p.func) for p in strategy.transplants}
 
 
-def test_nearest_tasks_come_first_and_the_task_itself_never(tmp_path):
+def test_nearest_tasks_come_first_the_task_itself_before_all(tmp_path):
     with Database(tmp_path / "r.db") as db:
         _tuned(db, A)
         _tuned(db, C)
         best_a, best_c = ([r.trace() for r in db.top_k(f, TARGET, 2)] for f in (A, C))
         assert nearest_traces([db], B, TARGET) == best_a + best_c
         assert nearest_traces([db], B, TARGET, tasks=1) == best_a
-        assert nearest_traces([db], A, TARGET, tasks=1) == best_c
+        assert nearest_traces([db], A, TARGET, tasks=1) == best_a  # another database's
+        assert nearest_traces([db], A, TARGET) == best_a + best_c
         assert nearest_traces([db], ops.softmax(16, 24), TARGET) == []
         assert nearest_traces([db], B, tessel.Target("x86_64-sse")) == []  # another target's
 
@@ -145,3 +146,24 @@ def test_a_missing_database_to_learn_from_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "nowhere.db").exists() and not (tmp_path / "r.db").exists()
     with pytest.raises(TuneError, match="transfer_from must be a list"):
         _tuned(tmp_path / "r.db", B, transfer_from=str(tmp_path / "x.db"))
+
+
+def test_the_shipped_models_programs_are_relatives_too(tmp_path, monkeypatch):
+    from tessel.cost_model import pretrain_global, pairs_from_database, pretrained
+    with Database(tmp_path / "r.db") as db:
+        _tuned(db, A)
+        model = pretrain_global([p for ps in pairs_from_database(db, TARGET).values()
+                                 for p in ps], feature="per_store")
+        best = [r.trace() for r in db.top_k(A, TARGET, 3)]
+    path = pretrained.save_global(model, tmp_path / "family.json.gz", TARGET.isa_family,
+                                  programs=[(A, best)])
+    monkeypatch.setattr(pretrained, "path_for", lambda family: path)
+    pretrained.forget()
+    try:
+        assert nearest_traces([], B, TARGET) == best[:2]
+        assert nearest_traces([], B, TARGET, per_task=3) == best
+        assert nearest_traces([], B, TARGET, shipped=False) == []
+        assert nearest_traces([], ops.softmax(16, 24), TARGET) == []
+        assert _transplants([], B)  # a task tuned from an empty database starts from them
+    finally:
+        pretrained.forget()

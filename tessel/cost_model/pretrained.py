@@ -14,6 +14,9 @@ The files live in tessel/cost_model/pretrained/, one per ISA family (`Target.isa
 e.g. "x86_64-avx512"), as gzipped JSON holding the XGBoost booster in XGBoost's own JSON
 form and what it was trained on: portable across XGBoost versions and platforms (no pickle).
 A target with no file of its family starts cold (plain local XGBoost), and says so once.
+A file may also hold the best programs of its training workloads (`programs`: each
+workload's program and its best traces), which tessel.tuning.knowledge offers a new task of
+the same program as a tuned relative's (`shipped_programs`).
 """
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ from tessel import features
 from tessel.cost_model.base import check
 from tessel.cost_model.transfer import TransferModel
 from tessel.cost_model.xgb import XGBModel, import_xgboost
+from tessel.ir import PrimFunc, from_json as func_from_json, to_json as func_to_json
+from tessel.schedule import Trace
 from tessel.target import Target
 
 FORMAT = "tessel.pretrained/1"
@@ -40,13 +45,18 @@ def path_for(family: str, directory: Path = DIRECTORY) -> Path:
 
 
 def save_global(model: XGBModel, path: str | Path, family: str,
-                about: dict[str, Any] | None = None) -> Path:
-    """Write a trained XGBModel as a shipped global model of `family`."""
+                about: dict[str, Any] | None = None,
+                programs: list[tuple[PrimFunc, list[Trace]]] = ()) -> Path:
+    """Write a trained XGBModel as a shipped global model of `family`, with the best
+    `programs` of its training workloads ((workload, best traces first) pairs)."""
     check(model.booster is not None, "save_global: the model is not trained")
     raw = model.booster.save_raw(raw_format="json")
     data = {"format": FORMAT, "family": family, "feature": model.feature,
             "width": features.width(model.feature), "objective": model.objective,
-            "about": about or {}, "booster": json.loads(bytes(raw))}
+            "about": about or {}, "booster": json.loads(bytes(raw)),
+            "programs": [{"name": func.name, "func": json.loads(func_to_json(func)),
+                          "traces": [json.loads(t.to_json()) for t in traces]}
+                         for func, traces in programs]}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as f:
@@ -73,6 +83,34 @@ def read_global(path: str | Path) -> tuple[XGBModel, dict[str, Any]]:
     model.booster = xgb.Booster()
     model.booster.load_model(bytearray(json.dumps(data["booster"]).encode()))
     return model, data.get("about", {})
+
+
+@functools.lru_cache(maxsize=8)
+def _programs(path: str) -> tuple[dict[str, Any], ...]:
+    if not Path(path).exists():
+        return ()
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return tuple(json.load(f).get("programs", ()))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str, index: int) -> tuple[PrimFunc, tuple[Trace, ...]]:
+    entry = _programs(path)[index]
+    return (func_from_json(json.dumps(entry["func"])),
+            tuple(Trace.from_json(json.dumps(t)) for t in entry["traces"]))
+
+
+def forget() -> None:
+    """Forget the files read so far (after a retraining replaced one)."""
+    for cache in (_cached, _programs, _parsed):
+        cache.cache_clear()
+
+
+def shipped_programs(target: Any, name: str) -> list[tuple[PrimFunc, tuple[Trace, ...]]]:
+    """The shipped workloads of `target`'s ISA family whose program is called `name`, each
+    with its best traces (fastest first); [] when the family's file holds none."""
+    path = str(path_for(target.isa_family))
+    return [_parsed(path, k) for k, entry in enumerate(_programs(path)) if entry["name"] == name]
 
 
 def _width_or_none(feature: Any) -> int | None:
@@ -112,4 +150,4 @@ class PretrainedModel(TransferModel):
 
 
 __all__ = ["FORMAT", "DIRECTORY", "PretrainedModel", "load_global", "path_for", "read_global",
-           "save_global"]
+           "save_global", "shipped_programs", "forget"]

@@ -11,16 +11,19 @@ are mostly such relatives of each other and of other models' layers (every ResNe
 convolutions of a few widths, every transformer the same dense layers), so the register tile
 and loop order that won on one are a strong first guess on another, better than the priors
 when the relative was tuned for long (transfer-tuning, Gibson and Cano, 2022: half of
-Ansor's gain at zero search). Records of the same target only: a program's speed on another
-CPU says little here.
+Ansor's gain at zero search). Records of the same target only (a program's speed on another
+CPU says little here), and the best programs of the shipped cost model's training workloads
+for the target's ISA family (tessel.cost_model.pretrained.shipped_programs).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
+from tessel.cost_model.pretrained import shipped_programs
 from tessel.database import Database
-from tessel.ir import BlockRealize, PrimFunc, collect_stmts, structural_hash
+from tessel.ir import BlockRealize, PrimFunc, collect_stmts
 from tessel.schedule import Trace
 from tessel.target import Target
 
@@ -43,25 +46,34 @@ def distance(a: Sequence[int], b: Sequence[int]) -> float:
 
 
 def nearest_traces(databases: Sequence[Database], workload: PrimFunc, target: Target,
-                   tasks: int = NEAREST_TASKS, per_task: int = PER_TASK) -> list[Trace]:
-    """The best traces (fastest first within a task) of the `tasks` nearest other shapes of
-    `workload` tuned on `target` in any of `databases`, nearest task first."""
+                   tasks: int = NEAREST_TASKS, per_task: int = PER_TASK,
+                   shipped: bool = True) -> list[Trace]:
+    """The best traces (fastest first within a task) of the `tasks` nearest shapes of
+    `workload` tuned on `target` in any of `databases` and, with `shipped`, among the best
+    programs shipped with the cost model of the target's ISA family (its training
+    workloads'), nearest task first: the workload itself first where a database holds it
+    (another database than the run's: a run asks only for a task that its own database has
+    no records of)."""
     signature, extents = shape_of(workload)
-    own = structural_hash(workload)
-    found: list[tuple[float, Database, str]] = []
+    found: list[tuple[float, Callable[[], list[Trace]]]] = []
     for db in databases:
         if target.fingerprint_hash() not in db.targets():
             continue
         for wl in db.workloads(name=workload.name):
-            if wl.key == own:
-                continue
             sig, ext = shape_of(wl.func)
             if sig == signature:
-                found.append((distance(extents, ext), db, wl.key))
-    out: list[Trace] = []
-    for _, db, key in sorted(found, key=lambda f: f[0])[:tasks]:
-        out += [t for r in db.top_k(key, target, per_task) if (t := r.trace()) is not None]
-    return out
+                found.append((distance(extents, ext), partial(_best, db, wl.key, target,
+                                                              per_task)))
+    for func, traces in shipped_programs(target, workload.name) if shipped else ():
+        sig, ext = shape_of(func)
+        if sig == signature:
+            found.append((distance(extents, ext), partial(list, traces[:per_task])))
+    found.sort(key=lambda f: f[0])
+    return [trace for _, best in found[:tasks] for trace in best()]
+
+
+def _best(db: Database, key: str, target: Target, k: int) -> list[Trace]:
+    return [t for r in db.top_k(key, target, k) if (t := r.trace()) is not None]
 
 
 __all__ = ["NEAREST_TASKS", "PER_TASK", "distance", "nearest_traces", "shape_of"]

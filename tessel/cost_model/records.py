@@ -20,7 +20,7 @@ from tessel.cost_model.base import check
 from tessel.database import TuningRecord, record_program
 from tessel.ir import PrimFunc, from_json
 from tessel.measure import MeasureCandidate, MeasureResult
-from tessel.space import Postproc, default_postprocs
+from tessel.space import Postproc, postprocs_for
 from tessel.target import Target
 
 FIXTURE_FORMAT = "tessel.transfer_fixture/1"
@@ -40,13 +40,15 @@ def pair(workload: PrimFunc, record: TuningRecord,
 def pairs_from_database(db: Any, target: Any = None,
                         workloads: Iterable[str] | None = None) -> dict[str, list[Pair]]:
     """{workload key: pairs} of a tessel.Database's records on `target` (all if None; then
-    programs are postprocessed for the host), for the given workload keys (all if None)."""
+    programs are postprocessed for the host), for the given workload keys (all if None).
+    Programs are postprocessed as a search of the workload does (`postprocs_for`)."""
     wanted = set(workloads) if workloads is not None else None
-    posts = default_postprocs(target if isinstance(target, Target) else Target("host"))
+    post_target = target if isinstance(target, Target) else Target("host")
     out: dict[str, list[Pair]] = {}
     for wl in db.workloads():
         if wanted is not None and wl.key not in wanted:
             continue
+        posts = postprocs_for(wl.func, post_target)
         kept = [p for p in (pair(wl.func, r, posts) for r in db.records(wl.key, target))
                 if p is not None]
         if kept:

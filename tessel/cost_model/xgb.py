@@ -1,9 +1,11 @@
 """Gradient-boosted trees (XGBoost) over program features: AutoTVM's default cost model.
 
 The objective is "rank" (XGBoost's rank:pairwise, rows grouped per workload: only the order
-of programs of one workload matters, the paper's rank loss) or "reg" (squared error on
-normalized throughput). xgboost (the xgboost-cpu wheel) is a core dependency, imported when
-a model is made.
+of programs of one workload matters, the paper's rank loss), "lambdarank" (rank:ndcg, grouped
+the same way: pairs weighted by how much swapping them changes NDCG, so the order among the
+fastest programs counts most, with the normalized throughput as the relevance) or "reg"
+(squared error on normalized throughput). xgboost (the xgboost-cpu wheel) is a core
+dependency, imported when a model is made.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from tessel.cost_model.base import CostModel, check, group_order, normalize
 from tessel.extras import require
 from tessel.measure import MeasureCandidate
 
-OBJECTIVES = {"rank": "rank:pairwise", "reg": "reg:squarederror"}
+OBJECTIVES = {"rank": "rank:pairwise", "lambdarank": "rank:ndcg", "reg": "reg:squarederror"}
+GROUPED = ("rank", "lambdarank")  # objectives that rank within a workload
 
 
 def import_xgboost():
@@ -43,6 +46,10 @@ class XGBModel(CostModel):
         if objective == "rank":
             self.params.setdefault("lambdarank_pair_method", "mean")
             self.params.setdefault("lambdarank_num_pair_per_sample", 8)
+        elif objective == "lambdarank":  # graded relevance in [0, 1], pairs from the top
+            self.params.setdefault("ndcg_exp_gain", False)
+            self.params.setdefault("lambdarank_pair_method", "topk")
+            self.params.setdefault("lambdarank_num_pair_per_sample", 32)
         self.booster = None
 
     def encode(self, candidates: Sequence[MeasureCandidate]) -> list[Any]:
@@ -57,7 +64,7 @@ class XGBModel(CostModel):
         dtrain = xgb.DMatrix(X, label=y)
         if base_margin is not None:
             dtrain.set_base_margin(np.asarray(base_margin)[order])
-        if self.objective == "rank":
+        if self.objective in GROUPED:
             dtrain.set_group(sizes)
         self.booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
 

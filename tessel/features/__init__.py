@@ -10,6 +10,8 @@ Registry (name -> function of one PrimFunc, or of one candidate for "knob"):
 - "curve": context-relation features, the transferable ones (`relation`)
 - "per_store": MetaSchedule/Ansor-style per-store features, pooled (`store`)
 - "knob": a candidate's knob values or trace decisions (`knobs`)
+- "relative": per_store beside its difference from the workload's unscheduled program
+  (`relative`: what the schedule changed, which carries across shapes)
 
 All program features come from one cached walk of the loop nest (`walker.analyze`).
 """
@@ -20,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tessel.features.analysis import FeatureError, Nest
-from tessel.features import knobs, loop_context, relation, store
+from tessel.features import knobs, loop_context, relation, relative, store
 from tessel.features.knobs import knob
 from tessel.features.loop_context import flat, itervar, loop_tree
 from tessel.features.relation import curve
@@ -31,7 +33,8 @@ from tessel.ir import PrimFunc
 FEATURES: dict[str, Callable[[PrimFunc], np.ndarray]] = {
     "itervar": itervar, "flat": flat, "curve": curve, "per_store": per_store,
 }
-CANDIDATE_FEATURES: dict[str, Callable[[Any], np.ndarray]] = {"knob": knob}
+CANDIDATE_FEATURES: dict[str, Callable[[Any], np.ndarray]] = {
+    "knob": knob, "relative": relative.relative}
 NAMES = tuple(FEATURES) + tuple(CANDIDATE_FEATURES)
 DEFAULT = "itervar"
 WIDTHS = {
@@ -40,6 +43,7 @@ WIDTHS = {
     "curve": relation.width(),
     "per_store": store.WIDTH,
     "knob": knobs.WIDTH,
+    "relative": relative.WIDTH,
 }
 
 

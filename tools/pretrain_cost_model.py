@@ -241,7 +241,10 @@ def collect(args: argparse.Namespace) -> None:
     target = collection_target(args.target)
     db = Database(args.db)
     workloads = recipe(target)
-    names = [n for n in workloads if not args.only or n in args.only.split(",")]
+    names = args.only.split(",") if args.only else list(workloads)  # --only: in its order
+    unknown = [n for n in names if n not in workloads]
+    if unknown:
+        sys.exit(f"pretrain_cost_model.py: not in the recipe: {', '.join(unknown)} (see list)")
     print(f"collecting {len(names)} workloads x {args.trials} trials on {target} "
           f"({target.isa_family}) into {args.db}", flush=True)
     for i, name in enumerate(names):
@@ -339,7 +342,7 @@ def main() -> None:
     p.add_argument("--db", default="pretrain.db")
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", default="", help="comma-separated workload names of the recipe")
+    p.add_argument("--only", default="", help="comma-separated workload names of the recipe, measured in that order")
     p.add_argument("--target", default="host", help="host, or a preset this host runs "
                    "(x86_64-avx2 on an AVX-512 host)")
     p.set_defaults(fn=collect)

@@ -21,6 +21,10 @@ figure.
     python benchmarks/model_latency.py --models resnet50,bert_base --skip-unscheduled
     python benchmarks/model_latency.py --models resnet18,bert_layer --db models.db \
         --out benchmarks/results/model_latency.png
+    python benchmarks/model_latency.py --models resnet18 --db cold.db --db carried.db
+
+With several --db, each database is a runner of its own ("tessel <file stem>"), timed in the
+same interleaved rounds: two tunings of one model compared on equal terms.
 """
 from __future__ import annotations
 
@@ -44,6 +48,17 @@ VARIANTS = {"tessel unscheduled": (False, "unscheduled"), "tessel prior": (False
             "tessel tuned": (True, "prior")}  # label -> (uses the database, fallback)
 
 
+def tuned_labels(dbs: list[str]) -> dict[str, str]:
+    """{runner label: database} of the tuned runners: "tessel tuned" for one database, one
+    "tessel <file stem>" each for several."""
+    if len(dbs) == 1:
+        return {"tessel tuned": dbs[0]}
+    labels = {f"tessel {Path(db).stem}": db for db in dbs}
+    if len(labels) < len(dbs):
+        raise SystemExit("model_latency: give the databases different file names")
+    return labels
+
+
 def _make(label: str, name: str, kwargs: dict, db: str | None, path: str, layout: str):
     """The callable `label` runs for model `name` (numpy arrays in), built in this process
     from the model's ONNX file `path`."""
@@ -64,7 +79,7 @@ def _make(label: str, name: str, kwargs: dict, db: str | None, path: str, layout
                 out = module(*(torch.from_numpy(x) for x in xs))
                 return (out[0] if isinstance(out, (tuple, list)) else out).numpy()
         return call
-    use_db, fallback = VARIANTS[label]
+    use_db, fallback = VARIANTS.get(label, (True, "prior"))  # "tessel <stem>": a database's
     model = tessel.compile_model(path, database=db if use_db else None, fallback=fallback,
                                  layout=layout)
     print(f"{name}: {label}: {model.report().splitlines()[0]}", flush=True)
@@ -142,12 +157,13 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
         conn.send(samples)
 
 
-def measure(name: str, labels: list[str], db: str | None, image: int | None, rounds: int,
+def measure(name: str, labels: list[str], dbs: dict[str, str], image: int | None, rounds: int,
             budget_s: float, layout: str = DEFAULT_LAYOUT
             ) -> tuple[dict[str, float], dict[str, tuple[float, float] | None]]:
     """Median seconds per call of each runner. Each runner lives in its own process (thread
     pools of different runtimes in one process slow each other down) and only one process
-    runs at a time; rounds are interleaved so load drifts on the machine hit all runners."""
+    runs at a time; rounds are interleaved so load drifts on the machine hit all runners.
+    `dbs`: the database of each tuned runner's label."""
     takes_image = name in models.MODELS and "image" in inspect.signature(
         models.MODELS[name]).parameters
     kwargs = {"image": image} if image and takes_image else {}
@@ -159,7 +175,7 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
     workers, memory = {}, {}
     samples: dict[str, list[float]] = {k: [] for k in labels}
     try:
-        _start(workers, memory, labels, ctx, name, kwargs, db, feeds, path, layout)
+        _start(workers, memory, labels, ctx, name, kwargs, dbs, feeds, path, layout)
         for round_ in range(rounds + 1):  # round 0 warms up
             for label, (conn, proc) in workers.items():
                 conn.send(budget_s / rounds)
@@ -178,13 +194,13 @@ def measure(name: str, labels: list[str], db: str | None, image: int | None, rou
 
 
 def _start(workers: dict, memory: dict, labels: list[str], ctx, name: str, kwargs: dict,
-           db: str | None, feeds: list, path: str, layout: str) -> None:
+           dbs: dict[str, str], feeds: list, path: str, layout: str) -> None:
     """One worker process per runner, built one at a time (compiling is CPU-heavy too); each
     one's output checked against the first's."""
     for label in labels:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, db, feeds, path,
-                                                layout))
+        proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, dbs.get(label),
+                                                feeds, path, layout))
         proc.start()
         workers[label] = (parent, proc)
         out, memory[label] = _receive(parent, proc, label)
@@ -238,7 +254,8 @@ def plot(rows: dict[str, dict[str, float]], path: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(models.MODELS))
-    p.add_argument("--db", default=None, help="record database of a tune-model run")
+    p.add_argument("--db", action="append", default=[], help="record database of a "
+                   "tune-model run (repeat to compare several)")
     p.add_argument("--image", type=int, default=None, help="image size of the CNNs")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=10.0, help="seconds of timing per runner")
@@ -248,19 +265,21 @@ def main() -> None:
                    help="tessel's convolution layout (tune the database in the same one)")
     p.add_argument("--out", default=None, help="save a bar plot here")
     args = p.parse_args()
-    if args.db is not None and not Path(args.db).exists():
-        p.error(f"--db {args.db} does not exist (make it with tessel tune-model)")
+    for db in args.db:
+        if not Path(db).exists():
+            p.error(f"--db {db} does not exist (make it with tessel tune-model)")
     unknown = sorted(set(args.models.split(",")) - set(known_models()))
     if unknown:
         p.error(f"--models: unknown {unknown}; known: {', '.join(known_models())} (the "
                 "suite's need the `models` extra)")
     print(f"target: {tessel.Target('host')}")
-    labels = [*RUNTIMES, *(k for k, (db, _) in VARIANTS.items() if args.db or not db)]
+    dbs = tuned_labels(args.db) if args.db else {}
+    labels = [*RUNTIMES, *(k for k, (db, _) in VARIANTS.items() if not db), *dbs]
     if args.skip_unscheduled:
         labels.remove("tessel unscheduled")
     rows, memory = {}, {}
     for name in args.models.split(","):
-        rows[name], memory[name] = measure(name, labels, args.db, args.image, args.rounds,
+        rows[name], memory[name] = measure(name, labels, dbs, args.image, args.rounds,
                                            args.budget, args.layout)
     width = max(len(k) for k in labels) + 2
     print("\nlatency in ms (median) and speed relative to onnxruntime in the same run")

@@ -6,10 +6,13 @@ each from an empty database, several seeds, and compare the best found.
     python benchmarks/pretrained_vs_cold.py --trials 16 --seeds 0,1,2
     python benchmarks/pretrained_vs_cold.py --trials 16 64 --shapes ODD-3x3-96x20
     python benchmarks/pretrained_vs_cold.py --trials 16 --no-priors
+    python benchmarks/pretrained_vs_cold.py --trials 16 --no-priors --target x86_64-avx2
 
 With --no-priors neither arm starts from the space's expert priors (both sample the space and
 evolve under their model): what the model itself knows, apart from the priors that a cold
-search measures first.
+search measures first. The pretrained arm also starts from the shipped file's best programs
+of the training workloads nearest each shape (tessel.tuning.knowledge; --no-transplants: the
+model alone); the cold arm from nothing.
 
 Prints per shape and budget the best GFLOP/s of each arm (mean over seeds, min-max) and their
 ratio, and the tuning wall time of each arm (empty database and kernel cache each run). With
@@ -36,10 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from pretrain_cost_model import HELD_BACK, held_back  # noqa: E402
 
 ARMS = ("pretrained", "xgb")
+# arm -> (cost model, transplants): the cold arm starts from nothing the shipped file holds
+SETUP = {"pretrained": ("pretrained", True), "xgb": ("xgb", False)}
 
 
 def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target,
-        priors: bool = True) -> dict:
+        priors: bool = True, transplants: bool = True) -> dict:
     """Best GFLOP/s after each budget of `trials` for one arm and seed (one database, resumed
     from budget to budget), and the wall time of the largest."""
     func = held_back(name)
@@ -49,9 +54,11 @@ def run(name: str, arm: str, trials: list[int], seed: int, target: tessel.Target
         db = tessel.Database(Path(tmp) / "records.db")
         start = time.perf_counter()
         for budget in sorted(trials):
-            result = tessel.tune(func, target, budget, cost_model=arm, database=db, seed=seed,
-                                 progress=False, rerun_top=1,
-                                 strategy_options={"priors": priors})
+            model, carried = SETUP[arm]
+            options = {"priors": priors, "transplants": 8 if carried and transplants else 0}
+            result = tessel.tune(func, target, budget, cost_model=model, database=db,
+                                 seed=seed, progress=False, rerun_top=1,
+                                 strategy_options=options)
             out["best"][budget] = result.best_gflops
             out["gflops"] += [result.task.gflops(t.seconds) for t in result.history]
         out["wall"] = time.perf_counter() - start
@@ -66,15 +73,23 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(HELD_BACK))
     parser.add_argument("--no-priors", action="store_true",
                         help="neither arm measures the expert priors first")
+    parser.add_argument("--no-transplants", action="store_true",
+                        help="the pretrained arm does not start from the shipped file's best "
+                             "programs of the nearest training workloads either (the model "
+                             "alone)")
+    parser.add_argument("--target", default="host", help="host, or a preset this host runs "
+                        "(x86_64-avx2 on an AVX-512 host), with the host's cores")
     args = parser.parse_args()
-    target = tessel.Target("host")
+    host = tessel.Target("host")
+    target = host if args.target == "host" else tessel.Target(args.target, cores=host.cores)
     seeds = [int(s) for s in args.seeds.split(",")]
     shapes = args.shapes.split(",")
     unknown = [s for s in shapes if s not in HELD_BACK]
     if unknown:
         parser.error(f"unknown shape(s) {unknown}; known: {list(HELD_BACK)}")
     print(f"target: {target} ({target.isa_family}); {time.strftime('%Y-%m-%d %H:%M')}; "
-          f"seeds {seeds}; expert priors {'off' if args.no_priors else 'on'}\n")
+          f"seeds {seeds}; expert priors {'off' if args.no_priors else 'on'}; the shipped "
+          f"programs {'off' if args.no_transplants else 'on'} in the pretrained arm\n")
     print("| shape | MFLOP | trials | pretrained GFLOP/s | cold xgb GFLOP/s | ratio | "
           "wall s (pre / cold) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -82,8 +97,8 @@ def main() -> None:
     reach: list[str] = []
     first, last = min(args.trials), max(args.trials)
     for name in shapes:
-        got = {arm: [run(name, arm, args.trials, s, target, not args.no_priors) for s in seeds]
-               for arm in ARMS}
+        got = {arm: [run(name, arm, args.trials, s, target, not args.no_priors,
+                         not args.no_transplants) for s in seeds] for arm in ARMS}
         for budget in sorted(args.trials):
             best = {arm: np.array([g["best"][budget] for g in got[arm]]) for arm in ARMS}
             ratio = best["pretrained"].mean() / best["xgb"].mean()

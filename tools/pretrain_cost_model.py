@@ -42,7 +42,7 @@ import tessel
 from tessel import cost_model, ops
 from tessel.cost_model.base import normalize, throughput, workload_key
 from tessel.cost_model.metrics import top_k_recall
-from tessel.cost_model.pretrained import path_for, save_global
+from tessel.cost_model.pretrained import path_for, read_global, save_global
 from tessel.cost_model.records import pairs_from_database
 from tessel.database import Database
 from tessel.graph.compiler.tasks import model_tasks
@@ -320,10 +320,7 @@ def train(args: argparse.Namespace) -> None:
     groups = load_groups(args.db, target)
     pairs = [p for ps in groups.values() for p in ps]
     model = cost_model.pretrain_global(pairs, feature=args.feature, objective=args.objective)
-    with Database(args.db) as db:
-        programs = [(wl.func, [t for r in db.top_k(wl.key, target, PROGRAMS_KEPT)
-                               if (t := r.trace()) is not None])
-                    for wl in db.workloads() if db.count(wl.key, target)]
+    programs = best_programs([args.db], target)
     about = {"records": len(pairs), "workloads": sorted(groups), "feature": args.feature,
              "objective": args.objective, "trained": time.strftime("%Y-%m-%d"),
              "cpu": tessel.Target("host").cpu_model, "target": str(target),
@@ -333,6 +330,37 @@ def train(args: argparse.Namespace) -> None:
     print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB): {len(pairs)} records of "
           f"{len(groups)} workloads, feature set {args.feature}, objective {args.objective}, "
           f"the best {PROGRAMS_KEPT} programs of {len(programs)} workloads")
+
+
+def best_programs(dbs: list[str], target: tessel.Target) -> list:
+    """(workload, its best PROGRAMS_KEPT traces) of every workload measured on `target` in
+    any of `dbs` (the first database's where two hold one)."""
+    out: dict[str, tuple] = {}
+    for path in dbs:
+        with Database(path) as db:
+            for wl in db.workloads():
+                traces = [t for r in db.top_k(wl.key, target, PROGRAMS_KEPT)
+                          if (t := r.trace()) is not None]
+                if traces and wl.key not in out:
+                    out[wl.key] = (wl.func, traces)
+    return list(out.values())
+
+
+def programs(args: argparse.Namespace) -> None:
+    """Put the best programs of databases' workloads into a model file (its booster and
+    summary kept): knowledge a new task starts from, beside what the model learned."""
+    target = collection_target(args.target)
+    path = Path(args.model) if args.model else path_for(target.isa_family)
+    model, about = read_global(path)
+    kept = best_programs(args.db, target)
+    about = {**about, "programs": {"databases": [Path(d).name for d in args.db],
+                                   "workloads": len(kept), "kept": PROGRAMS_KEPT,
+                                   "what": args.what,
+                                   "cpu": tessel.Target("host").cpu_model,
+                                   "added": time.strftime("%Y-%m-%d")}}
+    save_global(model, path, target.isa_family, about, kept)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB): the best {PROGRAMS_KEPT} "
+          f"programs of {len(kept)} workloads of {', '.join(args.db)}")
 
 
 def main() -> None:
@@ -358,6 +386,13 @@ def main() -> None:
     p.add_argument("--objective", default="lambdarank", choices=("rank", "lambdarank", "reg"))
     p.add_argument("--out", default="", help="default: the shipped model of this ISA family")
     p.set_defaults(fn=train)
+    p = sub.add_parser("programs", help="put databases' best programs into a model file")
+    p.add_argument("--db", action="append", required=True, help="a database (repeatable)")
+    p.add_argument("--target", default="host", help="the records' target (as collected)")
+    p.add_argument("--model", default="", help="default: the shipped model of this ISA family")
+    p.add_argument("--what", required=True, help="what the databases hold, for the file's "
+                   "summary (which runs, which machine)")
+    p.set_defaults(fn=programs)
     p = sub.add_parser("list")
     p.set_defaults(fn=lambda a: print("\n".join(f"{n}: {ops.flops(f) / 1e6:.0f} MFLOP"
                                                 for n, f in recipe().items())))

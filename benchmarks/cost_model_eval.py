@@ -11,7 +11,10 @@ each model configuration (feature set : objective) under two protocols:
 
 - family: train on every family but one, rank the held-out family's workloads;
 - shape: workloads in SHAPE_FOLDS seeded folds, train on the others (every family is seen,
-  never the held-out shapes).
+  never the held-out shapes);
+- database: train on every database but one, rank the held-out one's workloads (databases of
+  two targets, `--db PATH@TARGET`: does what was learned on one ISA family rank the other's
+  programs?).
 
 Per held-out workload with at least --min-records valid records: Spearman's rho between
 score and measured throughput, top-10% recall (the true best tenth found in the model's best
@@ -57,13 +60,14 @@ def family(name: str) -> str:
     return "rows"
 
 
-@dataclass
+@dataclass(eq=False)
 class Workload:
     name: str
     key: str
     family: str
     X: dict[str, np.ndarray]  # feature set -> [records, width]
     tput: np.ndarray  # throughput (0: an error)
+    source: str = ""  # the database it came from
 
 
 def load(db_path: str, target: tessel.Target, feature_sets: list[str]) -> list[Workload]:
@@ -162,6 +166,9 @@ def fit_score(config: str, train: list[Workload], test: list[Workload]) -> list[
 def folds(workloads: list[Workload], protocol: str) -> dict[str, list[Workload]]:
     if protocol == "family":
         return {f: [w for w in workloads if w.family == f] for f in FAMILIES}
+    if protocol == "database":
+        return {src: [w for w in workloads if w.source == src]
+                for src in dict.fromkeys(w.source for w in workloads)}
     by_fold: dict[str, list[Workload]] = {}
     for w in workloads:
         fold = int(hashlib.sha256(w.key.encode()).hexdigest(), 16) % SHAPE_FOLDS
@@ -169,25 +176,36 @@ def folds(workloads: list[Workload], protocol: str) -> dict[str, list[Workload]]
     return dict(sorted(by_fold.items()))
 
 
+def make_target(name: str) -> tessel.Target:
+    """The host, or a preset with the host's cores (as tools/pretrain_cost_model.py collects)."""
+    host = tessel.Target("host")
+    return host if name == "host" else tessel.Target(name, cores=host.cores)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--db", action="append", required=True, help="a tessel database "
-                        "(repeat for several)")
-    parser.add_argument("--target", default="host", help="the records' target: host or a "
-                        "preset collected with the host's cores (x86_64-avx2)")
+    parser.add_argument("--db", action="append", required=True, help="a tessel database, "
+                        "PATH or PATH@TARGET (repeat for several)")
+    parser.add_argument("--target", default="host", help="the records' target where --db "
+                        "names none: host or a preset collected with the host's cores "
+                        "(x86_64-avx2)")
     parser.add_argument("--models", default="per_store:rank,per_store:lambdarank,"
                         "per_store:reg,itervar:rank")
     parser.add_argument("--protocols", default="family,shape")
     parser.add_argument("--min-records", type=int, default=24)
     args = parser.parse_args()
-    host = tessel.Target("host")
-    target = host if args.target == "host" else tessel.Target(args.target, cores=host.cores)
     configs = args.models.split(",")
     feature_sets = sorted({c.split(":")[0] for c in configs})
-    workloads = [w for db in args.db for w in load(db, target, feature_sets)]
+    workloads = []
+    for spec in args.db:
+        path, _, name = spec.partition("@")
+        target = make_target(name or args.target)
+        for w in load(path, target, feature_sets):
+            w.source = f"{Path(path).name}@{target.isa_family}"
+            workloads.append(w)
     scored = [w for w in workloads if (w.tput > 0).sum() >= args.min_records]
     print(f"{sum(len(w.tput) for w in workloads)} records of {len(workloads)} workloads "
-          f"({', '.join(args.db)}; {target}); {len(scored)} with >= {args.min_records} valid "
+          f"({', '.join(args.db)}); {len(scored)} with >= {args.min_records} valid "
           f"records are scored: " + ", ".join(
               f"{f} {sum(w.family == f for w in scored)}" for f in FAMILIES) + "\n")
     print("| model | protocol | held out | workloads | Spearman | top-10% recall | NDCG@16 "

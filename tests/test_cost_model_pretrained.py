@@ -70,7 +70,33 @@ def test_every_shipped_model_loads_with_this_feature_code():
         assert path.stat().st_size < 8e6  # the package stays small
 
 
-def test_a_family_without_a_model_starts_cold(pairs):
+def test_a_family_without_a_model_starts_from_the_nearest_and_says_so(caplog, monkeypatch):
+    from tessel.cost_model import pretrained
+    assert pretrained.nearest_family("x86_64-avx", ["x86_64-avx2", "x86_64-avx512"]) == \
+        "x86_64-avx2"  # the same width
+    assert pretrained.nearest_family("x86_64-sse4.2", ["x86_64-avx512", "x86_64-avx2"]) == \
+        "x86_64-avx2"  # the nearer width
+    assert pretrained.nearest_family("aarch64-neon", ["x86_64-avx512", "x86_64-avx2"]) == \
+        "x86_64-avx2"  # another architecture only when its own has none
+    assert pretrained.nearest_family("aarch64-neon", ["aarch64-sve", "x86_64-sse2"]) == \
+        "aarch64-sve"
+    assert pretrained.nearest_family("x86_64-avx2", []) is None
+    monkeypatch.setattr(pretrained, "_SAID", set())
+    with caplog.at_level("INFO", logger="tessel"):
+        model = cost_model.make("pretrained", target=tessel.Target("aarch64-neon"))
+        cost_model.make("pretrained", target=tessel.Target("aarch64-neon"))
+    nearest = pretrained.nearest_family("aarch64-neon", pretrained.shipped_families())
+    assert model.global_model is pretrained.load_global(tessel.Target(
+        "x86_64-avx2" if nearest == "x86_64-avx2" else "x86_64-avx512")) and model.informed
+    said = [r.getMessage() for r in caplog.records if "nearest" in r.getMessage()]
+    assert said == [f"no pretrained cost model for aarch64-neon: the cost model starts from "
+                    f"the nearest family's, {nearest}"]  # once
+
+
+def test_with_no_model_shipped_at_all_the_model_starts_cold(pairs, monkeypatch, tmp_path):
+    from tessel.cost_model import pretrained
+    monkeypatch.setattr(pretrained, "shipped_families", lambda: [])
+    monkeypatch.setattr(pretrained, "path_for", lambda family: tmp_path / "none.json.gz")
     model = cost_model.make("pretrained", target=tessel.Target("aarch64-neon"))
     assert model.global_model is None and not model.informed
     cands, results = [c for c, _ in pairs["conv-b"]], [r for _, r in pairs["conv-b"]]

@@ -15,6 +15,7 @@ from tessel.schedule import Schedule, ScheduleError, fit_tile, transplant
 from tessel.search import make_strategy
 from tessel.space import make_space, postprocs_for
 from tessel.tuning import TuneError, tune
+from tessel.tuning import knowledge
 from tessel.tuning.knowledge import distance, nearest_traces, shape_of
 
 from test_tune import SMALL, TARGET, FakeBuilder, FakeRunner
@@ -22,6 +23,12 @@ from test_tune import SMALL, TARGET, FakeBuilder, FakeRunner
 A = ops.matmul(64, 96, 80)  # three shapes of one program, B nearer to A than C is
 B = ops.matmul(48, 128, 72)
 C = ops.matmul(256, 24, 512)
+
+
+@pytest.fixture
+def no_shipped(monkeypatch):
+    """Relatives from the databases of the test only (not the shipped model's programs)."""
+    monkeypatch.setattr(knowledge, "shipped_programs", lambda target, name: [])
 
 
 @given(extent=st.integers(1, 5000), decision=st.lists(st.integers(1, 64), min_size=1,
@@ -72,6 +79,7 @@ def test_a_trace_of_another_program_does_not_transplant():
 def test_shapes_of_one_program_share_a_signature_and_differ_in_extents():
     (sa, ea), (sb, eb), (sc, ec) = shape_of(A), shape_of(B), shape_of(C)
     assert sa == sb == sc and shape_of(ops.softmax(16, 24))[0] != sa
+    assert shape_of(ops.matmul(64, 96, 80, dtype="float64"))[0] != sa  # another element type
     assert ea == (64, 96, 80) and distance(ea, eb) < distance(ea, ec)
     assert distance(ea, ea) == 0
 
@@ -95,7 +103,7 @@ def _transplants(dbs, func):
     return {structural_hash(p.func) for p in strategy.transplants}
 
 
-def test_nearest_tasks_come_first_the_task_itself_before_all(tmp_path):
+def test_nearest_tasks_come_first_the_task_itself_before_all(tmp_path, no_shipped):
     with Database(tmp_path / "r.db") as db:
         _tuned(db, A)
         _tuned(db, C)
@@ -108,7 +116,7 @@ def test_nearest_tasks_come_first_the_task_itself_before_all(tmp_path):
         assert nearest_traces([db], B, tessel.Target("x86_64-sse")) == []  # another target's
 
 
-def test_a_new_tasks_first_batch_holds_its_relatives_best_programs(tmp_path):
+def test_a_new_tasks_first_batch_holds_its_relatives_best_programs(tmp_path, no_shipped):
     with Database(tmp_path / "r.db") as db:
         _tuned(db, A)
         carried = _transplants([db], B)
@@ -117,7 +125,7 @@ def test_a_new_tasks_first_batch_holds_its_relatives_best_programs(tmp_path):
         assert carried <= _programs(db, B)
 
 
-def test_another_database_is_read_and_never_written(tmp_path):
+def test_another_database_is_read_and_never_written(tmp_path, no_shipped):
     with Database(tmp_path / "other.db") as other:
         _tuned(other, A)
         before = other.count()
@@ -129,7 +137,7 @@ def test_another_database_is_read_and_never_written(tmp_path):
         assert other.count() == before and other.count(B) == 0
 
 
-def test_no_transplants_when_the_strategy_is_told_so(tmp_path):
+def test_no_transplants_when_the_strategy_is_told_so(tmp_path, no_shipped):
     with Database(tmp_path / "r.db") as db:
         _tuned(db, A)
         carried = _transplants([db], B)

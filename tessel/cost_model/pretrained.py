@@ -13,7 +13,9 @@ so local data corrects the global model where it is wrong.
 The files live in tessel/cost_model/pretrained/, one per ISA family (`Target.isa_family`,
 e.g. "x86_64-avx512"), as gzipped JSON holding the XGBoost booster in XGBoost's own JSON
 form and what it was trained on: portable across XGBoost versions and platforms (no pickle).
-A target with no file of its family starts cold (plain local XGBoost), and says so once.
+A target of a family with no file starts from the nearest family's model (`nearest_family`:
+the same architecture, the nearest vector width) and says so once; its shipped programs stay
+with their own family (a program's tiles are cut for its vector width).
 A file may also hold the best programs of its training workloads (`programs`: each
 workload's program and its best traces), which tessel.tuning.knowledge offers a new task of
 the same program as a tuned relative's (`shipped_programs`).
@@ -24,6 +26,7 @@ import functools
 import gzip
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -124,24 +127,60 @@ def _cached(path: str) -> tuple[XGBModel, dict[str, Any]] | None:
     return read_global(path)
 
 
+_ISA_BITS = {"avx512": 512, "avx2": 256, "avx": 256, "sse4.2": 128, "sse2": 128, "neon": 128,
+             "sve": 128, "sve2": 128}  # vector widths of the ISA families' names
+
+
+def shipped_families(directory: Path = DIRECTORY) -> list[str]:
+    """The ISA families tessel ships a model for."""
+    return sorted(p.name.removesuffix(".json.gz") for p in directory.glob("*.json.gz"))
+
+
+def nearest_family(family: str, available: list[str]) -> str | None:
+    """The family of `available` nearest `family`: the same architecture first, then the
+    nearest vector width (a model learns what vector length, unrolling and cache reuse do to
+    programs of that width), then the narrower; None when nothing is available."""
+    arch, _, isa = family.partition("-")
+    bits = _ISA_BITS.get(isa, 128)
+
+    def how_far(other: str) -> tuple:
+        o_arch, _, o_isa = other.partition("-")
+        o_bits = _ISA_BITS.get(o_isa, 128)
+        return o_arch != arch, abs(math.log2(o_bits / bits)), o_bits, other
+    return min(available, key=how_far, default=None)
+
+
+_SAID: set[str] = set()  # families whose stand-in model was named once
+
+
 def load_global(target: Any = None) -> XGBModel | None:
-    """The shipped global model of `target`'s ISA family (the host's if None), or None when
-    tessel ships none for it. Read once per process."""
+    """The shipped global model of `target`'s ISA family (the host's if None); for a family
+    tessel ships none for, the nearest family's (`nearest_family`, named once in the log);
+    None when tessel ships none at all. Read once per process."""
     target = target if target is not None else Target("host")
-    found = _cached(str(path_for(target.isa_family)))
+    family = target.isa_family
+    if not path_for(family).exists():
+        nearest = nearest_family(family, shipped_families())
+        if nearest is None:
+            return None
+        if family not in _SAID:
+            _SAID.add(family)
+            log.info("no pretrained cost model for %s: the cost model starts from the nearest "
+                     "family's, %s", family, nearest)
+        family = nearest
+    found = _cached(str(path_for(family)))
     return found[0] if found is not None else None
 
 
 class PretrainedModel(TransferModel):
-    """TransferModel whose global part is the shipped model of the target's ISA family (cold
-    when there is none)."""
+    """TransferModel whose global part is the shipped model of the target's ISA family (or of
+    the nearest family tessel ships one for; cold when it ships none)."""
 
     def __init__(self, target: Any = None, seed: int = 0, **local_kwargs: Any) -> None:
         target = target if target is not None else Target("host")
         glob = load_global(target)
         if glob is None:  # a cold start: the plain XGBoost model of "xgb"
-            log.info("no pretrained cost model for %s: the cost model starts cold",
-                     target.isa_family)
+            log.info("no pretrained cost model at all: the cost model starts cold")
             local = XGBModel(seed=seed, **local_kwargs)
         else:  # gentle corrections of what the global model knows
             local = XGBModel(feature=glob.feature, num_rounds=30, eta=0.1, seed=seed,
@@ -150,4 +189,5 @@ class PretrainedModel(TransferModel):
 
 
 __all__ = ["FORMAT", "DIRECTORY", "PretrainedModel", "load_global", "path_for", "read_global",
-           "save_global", "shipped_programs", "forget"]
+           "save_global", "shipped_programs", "forget", "nearest_family",
+           "shipped_families"]

@@ -32,12 +32,15 @@ PER_TASK = 2  # best programs taken from each
 
 
 def shape_of(func: PrimFunc) -> tuple[str, tuple[int, ...]]:
-    """(signature, extents): what two shapes of one program share, and what differs."""
+    """(signature, extents): what two shapes of one program share (its name, its parameters'
+    element types, its blocks in order with their iteration kinds, reads and writes), and
+    what differs (the blocks' iteration extents)."""
     blocks = [r.block for r in collect_stmts(func.body, BlockRealize)]
     parts = [f"{b.name}:{''.join(iv.kind[0] for iv in b.iter_vars)}:{len(b.reads)}:"
              f"{len(b.writes)}" for b in blocks]
     extents = tuple(iv.extent for b in blocks for iv in b.iter_vars)
-    return f"{func.name}|{';'.join(parts)}", extents
+    dtypes = ",".join(p.dtype for p in func.params)
+    return f"{func.name}({dtypes})|{';'.join(parts)}", extents
 
 
 def distance(a: Sequence[int], b: Sequence[int]) -> float:

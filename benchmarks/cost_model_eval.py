@@ -41,6 +41,9 @@ from tessel.cost_model import XGBModel, spearman_rho, throughput, top_k_recall
 from tessel.cost_model.records import pairs_from_database
 from tessel.database import Database
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from pretrain_cost_model import collection_target  # noqa: E402
+
 SHAPE_FOLDS = 4
 FIRST_BATCH = 16
 FAMILIES = ("conv", "matmul", "winograd", "rows")
@@ -176,12 +179,6 @@ def folds(workloads: list[Workload], protocol: str) -> dict[str, list[Workload]]
     return dict(sorted(by_fold.items()))
 
 
-def make_target(name: str) -> tessel.Target:
-    """The host, or a preset with the host's cores (as tools/pretrain_cost_model.py collects)."""
-    host = tessel.Target("host")
-    return host if name == "host" else tessel.Target(name, cores=host.cores)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", action="append", required=True, help="a tessel database, "
@@ -199,7 +196,7 @@ def main() -> None:
     workloads = []
     for spec in args.db:
         path, _, name = spec.partition("@")
-        target = make_target(name or args.target)
+        target = collection_target(name or args.target)
         for w in load(path, target, feature_sets):
             w.source = f"{Path(path).name}@{target.isa_family}"
             workloads.append(w)

@@ -36,7 +36,7 @@ import tessel
 from tessel import ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from pretrain_cost_model import HELD_BACK, held_back  # noqa: E402
+from pretrain_cost_model import HELD_BACK, collection_target, held_back  # noqa: E402
 
 ARMS = ("pretrained", "xgb")
 # arm -> (cost model, transplants): the cold arm starts from nothing the shipped file holds
@@ -80,8 +80,7 @@ def main() -> None:
     parser.add_argument("--target", default="host", help="host, or a preset this host runs "
                         "(x86_64-avx2 on an AVX-512 host), with the host's cores")
     args = parser.parse_args()
-    host = tessel.Target("host")
-    target = host if args.target == "host" else tessel.Target(args.target, cores=host.cores)
+    target = collection_target(args.target)
     seeds = [int(s) for s in args.seeds.split(",")]
     shapes = args.shapes.split(",")
     unknown = [s for s in shapes if s not in HELD_BACK]

@@ -370,7 +370,8 @@ def main() -> None:
     p.add_argument("--db", default="pretrain.db")
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", default="", help="comma-separated workload names of the recipe, measured in that order")
+    p.add_argument("--only", default="",
+                   help="comma-separated workload names of the recipe, measured in that order")
     p.add_argument("--target", default="host", help="host, or a preset this host runs "
                    "(x86_64-avx2 on an AVX-512 host)")
     p.set_defaults(fn=collect)

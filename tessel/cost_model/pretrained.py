@@ -27,6 +27,7 @@ import gzip
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +68,23 @@ def save_global(model: XGBModel, path: str | Path, family: str,
     return path
 
 
+@functools.lru_cache(maxsize=4)
+def _contents(path: str, mtime_ns: int, size: int) -> Any:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _read(path: str | Path) -> Any:
+    """The parsed file at `path`, read once while it is unchanged (a model and its programs
+    come from one read: parsing the file takes half a second)."""
+    stat = os.stat(path)
+    return _contents(str(path), stat.st_mtime_ns, stat.st_size)
+
+
 def read_global(path: str | Path) -> tuple[XGBModel, dict[str, Any]]:
     """The global model stored at `path` and what it was trained on (its `about`)."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
+        data = _read(path)
     except (OSError, EOFError, json.JSONDecodeError) as err:
         check(False, f"{path}: not a readable pretrained cost model ({err})")
     check(isinstance(data, dict) and data.get("format") == FORMAT,
@@ -88,12 +101,8 @@ def read_global(path: str | Path) -> tuple[XGBModel, dict[str, Any]]:
     return model, data.get("about", {})
 
 
-@functools.lru_cache(maxsize=8)
-def _programs(path: str) -> tuple[dict[str, Any], ...]:
-    if not Path(path).exists():
-        return ()
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return tuple(json.load(f).get("programs", ()))
+def _programs(path: str) -> list[dict[str, Any]]:
+    return _read(path).get("programs", []) if Path(path).exists() else []
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,7 +114,7 @@ def _parsed(path: str, index: int) -> tuple[PrimFunc, tuple[Trace, ...]]:
 
 def forget() -> None:
     """Forget the files read so far (after a retraining replaced one)."""
-    for cache in (_cached, _programs, _parsed):
+    for cache in (_cached, _contents, _parsed):
         cache.cache_clear()
 
 

@@ -9,6 +9,8 @@ shape to another. The unscheduled program's vector is computed once per workload
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tessel.features import store
@@ -16,19 +18,15 @@ from tessel.features.analysis import check
 from tessel.ir import PrimFunc
 
 WIDTH = 2 * store.WIDTH
-_BASELINES: dict[int, tuple[PrimFunc, np.ndarray]] = {}  # id(workload) -> its vector
-_MAX_BASELINES = 512
+# the unscheduled program's vector, for the lifetime of the workload object (as walker's nests)
+_BASELINES: "weakref.WeakKeyDictionary[PrimFunc, np.ndarray]" = weakref.WeakKeyDictionary()
 
 
 def baseline(workload: PrimFunc) -> np.ndarray:
     """The per-store vector of the unscheduled `workload` (cached by object)."""
-    found = _BASELINES.get(id(workload))
-    if found is not None and found[0] is workload:
-        return found[1]
-    if len(_BASELINES) >= _MAX_BASELINES:
-        _BASELINES.clear()
-    vec = store.per_store(workload)
-    _BASELINES[id(workload)] = (workload, vec)
+    vec = _BASELINES.get(workload)
+    if vec is None:
+        vec = _BASELINES[workload] = store.per_store(workload)
     return vec
 
 

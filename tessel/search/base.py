@@ -61,6 +61,7 @@ def program_key(p: Proposal | Schedule) -> str:
 
 class SearchStrategy(ABC):
     name = "strategy"
+    max_transplants = 0  # programs carried over from other shapes it measures (carry_over)
 
     def __init__(self, space: SearchSpace, workload: PrimFunc, *,
                  cost_model: CostModel | None = None, seed: int = 0,

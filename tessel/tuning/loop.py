@@ -345,6 +345,8 @@ def _carry_over(run: TuneRun) -> None:
     """Offer a task new to the database the best programs of its nearest relatives tuned
     before, in the run's database and its knowledge (tessel.tuning.knowledge), once."""
     run.carried = True
+    if not run.strategy.max_transplants:
+        return  # a strategy that measures none (or was told to take none)
     traces = nearest_traces([run.db, *run.knowledge], run.task.workload, run.task.target)
     if traces:
         run.strategy.carry_over(traces)

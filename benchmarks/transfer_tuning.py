@@ -45,6 +45,8 @@ def main() -> None:
     p.add_argument("--out", default="transfer_runs", help="folder of the arms' databases")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--budget", type=float, default=14.0, help="seconds of timing per runner")
+    p.add_argument("--arms", default="cold,carried",
+                   help="which of cold,carried to tune (the --transfer-from arms always)")
     args = p.parse_args()
     if args.model not in known_models():
         p.error(f"unknown model {args.model!r}; known: {', '.join(known_models())}")
@@ -56,6 +58,10 @@ def main() -> None:
     onnx = out / f"{args.model}.onnx"
     write_onnx(args.model, {}, str(onnx))
     arms = {"cold": (False, []), "carried": (True, [])}
+    wanted = args.arms.split(",")
+    if unknown := sorted(set(wanted) - set(arms)):
+        p.error(f"unknown arm {unknown[0]!r}; known: cold, carried")
+    arms = {name: arm for name, arm in arms.items() if name in wanted}
     for db in args.transfer_from:
         arms[f"carried+{Path(db).stem}"] = (True, [db])
     print(f"target: {tessel.Target('host')}; {args.model}, {args.time:.0f} s of tuning per arm")

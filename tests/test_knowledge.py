@@ -172,6 +172,16 @@ def test_the_shipped_models_programs_are_relatives_too(tmp_path, monkeypatch):
         assert nearest_traces([], B, TARGET, per_task=3) == best
         assert nearest_traces([], B, TARGET, shipped=False) == []
         assert nearest_traces([], ops.softmax(16, 24), TARGET) == []
-        assert _transplants([], B)  # a task tuned from an empty database starts from them
+        shipped = _transplants([], B)
+        assert shipped  # a task tuned from an empty database starts from them
+        # they come with the shipped cost model, not with a model from scratch
+        for name, model, wanted in (("cold", "random", False),
+                                    ("warm", pretrained.PretrainedModel(TARGET), True)):
+            with Database(tmp_path / f"{name}.db") as db:
+                tune(B, TARGET, 4, strategy="evolutionary", cost_model=model, database=db,
+                     runner=FakeRunner(), builder=FakeBuilder(), batch_size=4,
+                     progress=False, rerun_top=0,
+                     strategy_options={**SMALL["evolutionary"], "priors": False})
+                assert bool(shipped & _programs(db, B)) == wanted, name
     finally:
         pretrained.forget()

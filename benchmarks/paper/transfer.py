@@ -4,6 +4,7 @@ take to reach what tuning without it reaches in 200?
 
     python benchmarks/paper/transfer.py [--seeds 3 --trials 200 --transfer-trials 64]
         [--no-priors] [--source-random 128]
+    python benchmarks/paper/transfer.py --knowledge avx2.db --target x86_64-avx2 [--no-priors]
 
 The sources are tuned first (evolutionary search with XGBoost from scratch, seed 0,
 --source-trials each; experiment 2 makes the same runs), then each target with XGBoost from
@@ -13,13 +14,22 @@ for --transfer-trials. With --no-priors no search measures the expert priors
 (tessel.space.priors) in its first batch, the sources' included: every search starts from
 random programs, as the paper's did. With --source-random N each source is also measured by
 a random search of N trials and the global model learns from both: tuning runs' records
-cluster where their search went, and a new workload's first batches lie elsewhere. Every run
-is resumable (records in --out). Writes
-benchmarks/results/<date>-paper-transfer[-nopriors][-random<N>].md and .png.
+cluster where their search went, and a new workload's first batches lie elsewhere.
+
+With --knowledge DB the transfer arm is what tessel carries today instead (issue 41): the
+pretraining recipe's model (tools/pretrain_cost_model.py: lambdarank over per_store features,
+records postprocessed as the search does) trained on DB's records with the targets left out,
+under the same local model, and each target's first batch holding the best programs of its
+nearest relatives in DB (tessel.tuning.knowledge), again with the targets left out (a copy
+of DB without them in --out). No sources are tuned. --target names what DB was collected for
+(a preset of a smaller family runs with the host's cores). Every run is resumable (records
+in --out). Writes benchmarks/results/<date>-paper-transfer[-knowledge][-nopriors]
+[-random<N>].md and .png.
 """
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -31,7 +41,13 @@ import common  # noqa: E402
 
 import tessel  # noqa: E402
 from tessel import ops  # noqa: E402
-from tessel.cost_model import TransferModel, pretrain_global  # noqa: E402
+from tessel.cost_model import (CostModel, TransferModel, from_database,  # noqa: E402
+                               pretrain_global)
+from tessel.database import Database  # noqa: E402
+from tessel.ir import structural_hash  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from pretrain_cost_model import collection_target  # noqa: E402
 
 SOURCES = "R18-C1,R18-C2,R18-C3,R18-C4,R18-C5,R18-C6"
 TARGETS = "R18-C7,R18-C8,R18-C9,GMM-1024"
@@ -39,15 +55,55 @@ BASELINE = "evolutionary+xgb"
 
 
 def transfer_run(workload: str, seed: int, trials: int, folder: Path, target: tessel.Target,
-                 global_model, priors: bool = True, label: str = "transfer") -> common.Run:
-    """Tune `workload` with the transfer model until its database holds `trials` records."""
+                 global_model, priors: bool = True, label: str = "transfer",
+                 carry_from: list[str] | None = None) -> common.Run:
+    """Tune `workload` with the transfer model until its database holds `trials` records
+    (with `carry_from`: its first batch also holds the best programs of its relatives
+    there)."""
     func = ops.SUITE[workload]
     path = folder / f"{workload}-{label}-s{seed}.db"
     if common.count(path, func, target) < trials:
         tessel.tune(func, target, trials, strategy="evolutionary", database=path, seed=seed,
                     cost_model=TransferModel(global_model(), seed=seed), progress=False,
-                    rerun_top=1, strategy_options={"priors": priors})
+                    rerun_top=1, strategy_options={"priors": priors},
+                    transfer_from=carry_from)
     return common.read_run(path, func, target, workload, label, seed, trials)
+
+
+def recipe_model(db: Path, target: tessel.Target, objective: str = "lambdarank"):
+    """The pretraining recipe's model (per_store features) trained on the records of `db` on
+    `target`, kept beside it (<db>-<objective>.model) for the next run: the features of some
+    six thousand records take minutes to extract."""
+    kept = db.with_name(f"{db.stem}-{objective}.model")
+    if kept.exists():
+        return CostModel.load(kept)
+    with Database(db) as records:
+        model = from_database(records, target, objective=objective)
+    model.save(kept)
+    return model
+
+
+def without(db: Path, keys: set[str], out: Path) -> Path:
+    """A copy of the database `db` at `out` without the workloads of `keys` (their records
+    and their entries): what a tessel user tuning them for the first time would hold."""
+    if out.exists():
+        return out
+    part = out.with_suffix(".part")
+    part.unlink(missing_ok=True)
+    src, dst = sqlite3.connect(db), sqlite3.connect(part)
+    try:
+        src.backup(dst)  # (the backup API: a WAL database's pages as its readers see them)
+        marks = ",".join("?" * len(keys))
+        with dst:
+            dst.execute(f"DELETE FROM records WHERE workload IN ({marks})", sorted(keys))
+            dst.execute(f"DELETE FROM claims WHERE workload IN ({marks})", sorted(keys))
+            dst.execute(f"DELETE FROM workloads WHERE key IN ({marks})", sorted(keys))
+        dst.execute("PRAGMA journal_mode=DELETE")  # all in the one file before it moves
+    finally:
+        src.close()
+        dst.close()
+    part.rename(out)
+    return out
 
 
 def main() -> None:
@@ -63,55 +119,93 @@ def main() -> None:
     parser.add_argument("--source-random", type=int, default=0, metavar="N",
                         help="also measure each source by N random programs for the global "
                              "model")
+    parser.add_argument("--knowledge", metavar="DB",
+                        help="the transfer arm: the recipe's model and the programs of DB, "
+                             "the targets left out (no sources tuned)")
+    parser.add_argument("--target", default="host",
+                        help="host, or the preset DB was collected for (x86_64-avx2)")
     parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
     parser.add_argument("--results", default=str(Path(__file__).parents[1] / "results"))
     args = parser.parse_args()
-    target, folder = tessel.Target("host"), Path(args.out)
+    if args.knowledge and not Path(args.knowledge).is_file():
+        parser.error(f"--knowledge {args.knowledge}: no such database")
+    if args.knowledge and args.source_random:
+        parser.error("--source-random tunes sources; --knowledge tunes none")
+    target, folder = collection_target(args.target), Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
     start = time.time()
     priors = not args.no_priors
     baseline = BASELINE if priors else f"{BASELINE}-nopriors"
-    variant = ("" if priors else "-nopriors") + (f"-random{args.source_random}"
-                                                  if args.source_random else "")
+    variant = ("-knowledge" if args.knowledge else "") + ("" if priors else "-nopriors") + (
+        f"-random{args.source_random}" if args.source_random else "")
     label = "transfer" + variant
-
-    sources = args.sources.split(",")
-    measured = [common.run(w, baseline, 0, args.source_trials, folder, target)
-                for w in sources]
-    if args.source_random:  # a random run's first N records are a random sample
-        measured += [common.run(w, "random", 0, args.source_random, folder, target)
-                     for w in sources]
+    targets = args.targets.split(",")
+    unknown = [w for w in targets + args.sources.split(",") if w not in ops.SUITE]
+    if unknown:
+        parser.error(f"unknown workload {unknown[0]!r}; known: {', '.join(ops.SUITE)}")
     trained: list = []
+    carry_from = None
+    if args.knowledge:
+        left_out = {structural_hash(ops.SUITE[w]) for w in targets}
+        carry_from = [str(without(Path(args.knowledge), left_out,
+                                  folder / f"knowledge-{Path(args.knowledge).stem}.db"))]
+        with Database(carry_from[0]) as db:
+            sources = [wl.func.name for wl in db.workloads()]
 
-    def global_model():  # trained once, after the sources are measured
-        if not trained:
-            pairs = [p for run in measured
-                     for p in common.pairs(run.path, target, len(run.seconds))]
-            trained.append(pretrain_global(pairs))
-            print(f"global model: {len(pairs)} records of {len(sources)} workloads", flush=True)
-        return trained[0]
+        def global_model():  # the recipe's model on DB without the targets, trained once
+            if not trained:
+                trained.append(recipe_model(Path(carry_from[0]), target))
+                print(f"global model: the records of {len(sources)} workloads of "
+                      f"{args.knowledge}, the targets left out", flush=True)
+            return trained[0]
+    else:
+        sources = args.sources.split(",")
+        measured = [common.run(w, baseline, 0, args.source_trials, folder, target)
+                    for w in sources]
+        if args.source_random:  # a random run's first N records are a random sample
+            measured += [common.run(w, "random", 0, args.source_random, folder, target)
+                         for w in sources]
+
+        def global_model():  # trained once, after the sources are measured
+            if not trained:
+                pairs = [p for run in measured
+                         for p in common.pairs(run.path, target, len(run.seconds))]
+                trained.append(pretrain_global(pairs))
+                print(f"global model: {len(pairs)} records of {len(sources)} workloads",
+                      flush=True)
+            return trained[0]
 
     marks = [m for m in (8, 16, 24, 32, 48, 64, 96, 128, 200)
              if m <= max(args.trials, args.transfer_trials)]
-    lines = ["# Transfer learning: a global model from ResNet-18's C1-C6 (AutoTVM Figs. 8-9)",
-             "", common.header(target) + f" Sources: {', '.join(sources)}, "
-             f"{args.source_trials} trials each ({baseline}, seed 0)"
-             + (f", and {args.source_random} random programs each" if args.source_random
-                else "") + ". Each target: "
+    if args.knowledge:
+        title = (f"# Transfer learning: what tessel carries, from {Path(args.knowledge).name} "
+                 "(AutoTVM Figs. 8-9)")
+        about = (f" Knowledge: the records and best programs of {len(sources)} workloads of "
+                 f"{args.knowledge} (the targets left out), the recipe's model (lambdarank) "
+                 "under a local model, relatives' programs in each first batch. Each target: ")
+    else:
+        title = "# Transfer learning: a global model from ResNet-18's C1-C6 (AutoTVM Figs. 8-9)"
+        about = (f" Sources: {', '.join(sources)}, {args.source_trials} trials each "
+                 f"({baseline}, seed 0)" + (f", and {args.source_random} random programs each"
+                                            if args.source_random else "") + ". Each target: ")
+    lines = [title, "", common.header(target) + about +
              f"{args.seeds} seeds, XGBoost from scratch for {args.trials} trials against the "
              f"transfer model for {args.transfer_trials}, evolutionary search"
-             + ("." if priors else "; no search measures the expert priors, the sources' "
-                "included (all start from random programs)."), "",
+             + ("." if priors else "; no search measures the expert priors"
+                + (" (the baseline starts from random programs, the transfer arm from its "
+                   "relatives' programs)." if args.knowledge else
+                   ", the sources' included (all start from random programs).")), "",
              "| workload | configuration | " + " | ".join(f"best @{m}" for m in marks)
              + " | first mark reaching the baseline's median @" + str(args.trials)
              + " | tuning time (all seeds) |", "|---|---|" + "---:|" * (len(marks) + 2)]
     panels: dict[str, dict[str, list[np.ndarray]]] = {}
     reached = 0
-    for workload in args.targets.split(","):
+    for workload in targets:
         flops = ops.flops(ops.SUITE[workload])
         base = [common.run(workload, baseline, s, args.trials, folder, target)
                 for s in range(args.seeds)]
         moved = [transfer_run(workload, s, args.transfer_trials, folder, target, global_model,
-                              priors, label) for s in range(args.seeds)]
+                              priors, label, carry_from) for s in range(args.seeds)]
         panels[workload] = {"no transfer (xgb)": [r.best_gflops(flops) for r in base],
                             "transfer": [r.best_gflops(flops) for r in moved]}
         again = common.retime(base + moved, marks, target)
@@ -142,7 +236,8 @@ def main() -> None:
               f"Targets reached within a third of {args.trials} trials: {reached} of "
               f"{len(panels)}. Whole run: {(time.time() - start) / 60:.1f} min.", ""]
     common.write_results(args.results, label, lines, panels,
-                         f"Transfer from C1-C6 on {target}" + variant.replace("-", ", "))
+                         ("Transfer" if args.knowledge else "Transfer from C1-C6")
+                         + f" on {target}" + variant.replace("-", ", "))
 
 
 if __name__ == "__main__":

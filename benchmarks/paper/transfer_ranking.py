@@ -4,10 +4,20 @@ measured throughput: Spearman rank correlation and the share of the true top 10%
 model's top 10% (chance: 0.10).
 
     python benchmarks/paper/transfer_ranking.py --out paper_runs
+    python benchmarks/paper/transfer_ranking.py --out runs --knowledge avx2.db \
+        --target x86_64-avx2 [--random 200]
 
 Reads the databases that cost_models.py (random runs), transfer.py (with and without
 --no-priors, --source-random) and search_curves.py --experiment strategies leave in --out; a
-row whose databases are missing is skipped with a line saying which. Measures nothing.
+row whose databases are missing is skipped with a line saying which. Without --knowledge it
+measures nothing.
+
+With --knowledge DB: the model transfer.py --knowledge tunes with (the recipe's, trained on
+DB without experiment 5's targets: the copy it left in --out), and the same recipe with the
+pairwise rank objective, scored on each target's programs: --random N random programs of a
+run `common.run(target, "random", 0, N)` (measured first where missing) and the records of
+the baseline runs transfer.py made, with and without priors. The median over the targets is
+issue 41's bar (Spearman >= 0.7, top-10% recall >= 0.5).
 """
 from __future__ import annotations
 
@@ -19,19 +29,81 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402
+from transfer import TARGETS, recipe_model  # noqa: E402
 
 import tessel  # noqa: E402
 from tessel.cost_model import (pretrain_global, spearman_rho, throughput,  # noqa: E402
                                top_k_recall)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from pretrain_cost_model import collection_target  # noqa: E402
+
 SOURCES = [f"R18-C{i}" for i in range(1, 7)]
+
+
+def scores(model, pairs: list) -> tuple[float, float]:
+    """(Spearman, top-10% recall) of `model` on measured (candidate, result) pairs."""
+    measured = np.array([throughput(r) for _, r in pairs])
+    predicted = np.asarray(model.predict([c for c, _ in pairs]))
+    recall = top_k_recall(predicted, measured, max(1, len(measured) // 10))
+    return spearman_rho(predicted, measured), recall
+
+
+def knowledge_rows(folder: Path, db: Path, target: tessel.Target, targets: list[str],
+                   random: int) -> None:
+    """Issue 41's ranking bar on experiment 5's targets (module docstring)."""
+    copy = folder / f"knowledge-{db.stem}.db"
+    if not copy.exists():
+        raise SystemExit(f"{copy} is missing: run transfer.py --knowledge {db} --out {folder} "
+                         "first (it leaves the targets out)")
+    models = {objective: recipe_model(copy, target, objective)
+              for objective in ("lambdarank", "rank")}
+    sets = {"random": lambda w: [common.run(w, "random", 0, random, folder, target).path],
+            "tuned, no priors": lambda w: [folder / f"{w}-evolutionary+xgb-nopriors-s{s}.db"
+                                           for s in range(3)],
+            "tuned with priors": lambda w: [folder / f"{w}-evolutionary+xgb-s{s}.db"
+                                            for s in range(3)]}
+    print(f"target: {target}; models trained on {copy} (the targets left out)\n")
+    print("| objective | scored on | " + " | ".join(targets) + " | median |")
+    print("|---|---|" + "---:|" * (len(targets) + 1))
+    for objective, model in models.items():
+        for name, paths in sets.items():
+            cells, rhos, recalls = [], [], []
+            for w in targets:
+                found = [p for p in paths(w) if p.exists()]
+                pairs = [p for path in found for p in common.pairs(path, target)
+                         if p[1].ok]
+                if not found or len(pairs) < 10:
+                    cells.append("-")
+                    continue
+                rho, recall = scores(model, pairs)
+                rhos.append(rho)
+                recalls.append(recall)
+                cells.append(f"{rho:+.2f} / {recall:.2f} ({len(pairs)})")
+            median = (f"{np.median(rhos):+.2f} / {np.median(recalls):.2f}" if rhos else "-")
+            print(f"| {objective} | {name} | " + " | ".join(cells) + f" | {median} |",
+                  flush=True)
+    print("\nCells: Spearman / top-10% recall (programs scored).")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
+    parser.add_argument("--knowledge", metavar="DB",
+                        help="score the model transfer.py --knowledge DB tunes with")
+    parser.add_argument("--target", default="host",
+                        help="host, or the preset DB was collected for (x86_64-avx2)")
+    parser.add_argument("--targets", default=TARGETS)
+    parser.add_argument("--random", type=int, default=200,
+                        help="random programs of each target to score (measured if missing)")
     args = parser.parse_args()
-    folder, target = Path(args.out), tessel.Target("host")
+    folder, target = Path(args.out), collection_target(args.target)
+    if args.knowledge:
+        if not Path(args.knowledge).is_file():
+            parser.error(f"--knowledge {args.knowledge}: no such database")
+        knowledge_rows(folder, Path(args.knowledge), target, args.targets.split(","),
+                       args.random)
+        return
 
     def pairs(names: list[tuple[str, int | None]]) -> list | None:
         missing = [folder / f"{name}.db" for name, _ in names
@@ -71,11 +143,9 @@ def main() -> None:
         for tname, tpairs in scored.items():
             if name.startswith("C7's own") and "no-priors" in tname:
                 continue  # its own training records
-            measured = np.array([throughput(r) for _, r in tpairs])
-            predicted = np.asarray(model.predict([c for c, _ in tpairs]))
-            recall = top_k_recall(predicted, measured, max(1, len(measured) // 10))
-            print(f"| {name} | {len(train)} | {tname} | "
-                  f"{spearman_rho(predicted, measured):+.2f} | {recall:.2f} |", flush=True)
+            rho, recall = scores(model, tpairs)
+            print(f"| {name} | {len(train)} | {tname} | {rho:+.2f} | {recall:.2f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

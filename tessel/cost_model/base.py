@@ -80,6 +80,12 @@ def group_order(keys: Sequence[str]) -> tuple[np.ndarray, list[int]]:
 class CostModel(ABC):
     """Predicts which candidates are fast. Subclasses define encode, fit and score."""
 
+    # whether the best programs shipped in the cost model file come with this model: a new
+    # task's first batch holds those of its relatives (tessel.tuning.knowledge). Only the
+    # shipped model's own (PretrainedModel, the default): a model from scratch starts from
+    # nothing shipped.
+    ships_programs: bool = False
+
     def __init__(self) -> None:
         self.inputs: list[Any] = []
         self.keys: list[str] = []

@@ -183,7 +183,10 @@ def load_global(target: Any = None) -> XGBModel | None:
 
 class PretrainedModel(TransferModel):
     """TransferModel whose global part is the shipped model of the target's ISA family (or of
-    the nearest family tessel ships one for; cold when it ships none)."""
+    the nearest family tessel ships one for; cold when it ships none). Its file's best
+    programs come with it (tessel.tuning.knowledge; of the target's exact family only)."""
+
+    ships_programs = True
 
     def __init__(self, target: Any = None, seed: int = 0, **local_kwargs: Any) -> None:
         target = target if target is not None else Target("host")

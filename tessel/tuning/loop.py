@@ -343,11 +343,14 @@ def _close_knowledge(opened: Sequence[Database], sources: Sequence[object]) -> N
 
 def _carry_over(run: TuneRun) -> None:
     """Offer a task new to the database the best programs of its nearest relatives tuned
-    before, in the run's database and its knowledge (tessel.tuning.knowledge), once."""
+    before, in the run's database and its knowledge (tessel.tuning.knowledge), and with the
+    shipped cost model those shipped beside it, once."""
     run.carried = True
     if not run.strategy.max_transplants:
         return  # a strategy that measures none (or was told to take none)
-    traces = nearest_traces([run.db, *run.knowledge], run.task.workload, run.task.target)
+    shipped = run.model is not None and run.model.ships_programs
+    traces = nearest_traces([run.db, *run.knowledge], run.task.workload, run.task.target,
+                            shipped=shipped)
     if traces:
         run.strategy.carry_over(traces)
 

@@ -21,10 +21,12 @@ pretraining recipe's model (tools/pretrain_cost_model.py: lambdarank over per_st
 records postprocessed as the search does) trained on DB's records with the targets left out,
 under the same local model, and each target's first batch holding the best programs of its
 nearest relatives in DB (tessel.tuning.knowledge), again with the targets left out (a copy
-of DB without them in --out). No sources are tuned. --target names what DB was collected for
-(a preset of a smaller family runs with the host's cores). Every run is resumable (records
-in --out). Writes benchmarks/results/<date>-paper-transfer[-knowledge][-nopriors]
-[-random<N>].md and .png.
+of DB without them in --out). No sources are tuned, unless --tuned-sources: then they are,
+as without --knowledge, and their programs come first among the relatives (DB's workloads
+were tuned 48 trials each: their best programs are about the priors). --target names what
+DB was collected for (a preset of a smaller family runs with the host's cores). Every run is
+resumable (records in --out). Writes benchmarks/results/<date>-paper-transfer[-knowledge]
+[-sources][-fulllocal][-nopriors][-random<N>].md and .png.
 """
 from __future__ import annotations
 
@@ -41,8 +43,8 @@ import common  # noqa: E402
 
 import tessel  # noqa: E402
 from tessel import ops  # noqa: E402
-from tessel.cost_model import (CostModel, TransferModel, from_database,  # noqa: E402
-                               pretrain_global)
+from tessel.cost_model import (CostModel, TransferModel, XGBModel,  # noqa: E402
+                               from_database, pretrain_global)
 from tessel.database import Database  # noqa: E402
 from tessel.ir import structural_hash  # noqa: E402
 
@@ -56,15 +58,19 @@ BASELINE = "evolutionary+xgb"
 
 def transfer_run(workload: str, seed: int, trials: int, folder: Path, target: tessel.Target,
                  global_model, priors: bool = True, label: str = "transfer",
-                 carry_from: list[str] | None = None) -> common.Run:
+                 carry_from: list[str] | None = None, full_local: bool = False
+                 ) -> common.Run:
     """Tune `workload` with the transfer model until its database holds `trials` records
     (with `carry_from`: its first batch also holds the best programs of its relatives
-    there)."""
+    there; with `full_local`, its local model is XGBoost's from scratch, 150 rounds at eta
+    0.2, instead of the gentle 30 at 0.1)."""
     func = ops.SUITE[workload]
     path = folder / f"{workload}-{label}-s{seed}.db"
     if common.count(path, func, target) < trials:
+        glob = global_model()
+        local = XGBModel(feature=glob.feature, seed=seed) if full_local else None
         tessel.tune(func, target, trials, strategy="evolutionary", database=path, seed=seed,
-                    cost_model=TransferModel(global_model(), seed=seed), progress=False,
+                    cost_model=TransferModel(glob, local=local, seed=seed), progress=False,
                     rerun_top=1, strategy_options={"priors": priors},
                     transfer_from=carry_from)
     return common.read_run(path, func, target, workload, label, seed, trials)
@@ -122,6 +128,12 @@ def main() -> None:
     parser.add_argument("--knowledge", metavar="DB",
                         help="the transfer arm: the recipe's model and the programs of DB, "
                              "the targets left out (no sources tuned)")
+    parser.add_argument("--tuned-sources", action="store_true",
+                        help="with --knowledge: also tune the sources as without it and carry "
+                             "their programs first")
+    parser.add_argument("--full-local", action="store_true",
+                        help="the transfer model's local part at full strength (XGBoost's "
+                             "150 rounds at eta 0.2) instead of 30 gentle rounds")
     parser.add_argument("--target", default="host",
                         help="host, or the preset DB was collected for (x86_64-avx2)")
     parser.add_argument("--out", default="paper_runs", help="folder of the run databases")
@@ -130,13 +142,18 @@ def main() -> None:
     if args.knowledge and not Path(args.knowledge).is_file():
         parser.error(f"--knowledge {args.knowledge}: no such database")
     if args.knowledge and args.source_random:
-        parser.error("--source-random tunes sources; --knowledge tunes none")
+        parser.error("--source-random feeds the global model of the sources; --knowledge "
+                     "trains the recipe's")
+    if args.tuned_sources and not args.knowledge:
+        parser.error("--tuned-sources goes with --knowledge (without it the sources are tuned)")
     target, folder = collection_target(args.target), Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     start = time.time()
     priors = not args.no_priors
     baseline = BASELINE if priors else f"{BASELINE}-nopriors"
-    variant = ("-knowledge" if args.knowledge else "") + ("" if priors else "-nopriors") + (
+    variant = ("-knowledge" if args.knowledge else "") + (
+        "-sources" if args.tuned_sources else "") + (
+        "-fulllocal" if args.full_local else "") + ("" if priors else "-nopriors") + (
         f"-random{args.source_random}" if args.source_random else "")
     label = "transfer" + variant
     targets = args.targets.split(",")
@@ -151,6 +168,10 @@ def main() -> None:
                                   folder / f"knowledge-{Path(args.knowledge).stem}.db"))]
         with Database(carry_from[0]) as db:
             sources = [wl.func.name for wl in db.workloads()]
+        if args.tuned_sources:  # tuned deeper than DB's: their programs are nearest first
+            carry_from = [str(common.run(w, baseline, 0, args.source_trials, folder,
+                                         target).path)
+                          for w in args.sources.split(",")] + carry_from
 
         def global_model():  # the recipe's model on DB without the targets, trained once
             if not trained:
@@ -182,7 +203,12 @@ def main() -> None:
                  "(AutoTVM Figs. 8-9)")
         about = (f" Knowledge: the records and best programs of {len(sources)} workloads of "
                  f"{args.knowledge} (the targets left out), the recipe's model (lambdarank) "
-                 "under a local model, relatives' programs in each first batch. Each target: ")
+                 "under a local model" + (" at full strength (150 rounds, eta 0.2)"
+                                          if args.full_local else "")
+                 + ", relatives' programs in each first batch"
+                 + (f", the programs of {args.sources} tuned {args.source_trials} trials "
+                    f"each ({baseline}, seed 0) first among them" if args.tuned_sources
+                    else "") + ". Each target: ")
     else:
         title = "# Transfer learning: a global model from ResNet-18's C1-C6 (AutoTVM Figs. 8-9)"
         about = (f" Sources: {', '.join(sources)}, {args.source_trials} trials each "
@@ -205,7 +231,8 @@ def main() -> None:
         base = [common.run(workload, baseline, s, args.trials, folder, target)
                 for s in range(args.seeds)]
         moved = [transfer_run(workload, s, args.transfer_trials, folder, target, global_model,
-                              priors, label, carry_from) for s in range(args.seeds)]
+                              priors, label, carry_from, args.full_local)
+                 for s in range(args.seeds)]
         panels[workload] = {"no transfer (xgb)": [r.best_gflops(flops) for r in base],
                             "transfer": [r.best_gflops(flops) for r in moved]}
         again = common.retime(base + moved, marks, target)

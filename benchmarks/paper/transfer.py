@@ -127,7 +127,7 @@ def main() -> None:
                              "model")
     parser.add_argument("--knowledge", metavar="DB",
                         help="the transfer arm: the recipe's model and the programs of DB, "
-                             "the targets left out (no sources tuned)")
+                             "the targets left out (no sources tuned but with --tuned-sources)")
     parser.add_argument("--tuned-sources", action="store_true",
                         help="with --knowledge: also tune the sources as without it and carry "
                              "their programs first")
@@ -164,9 +164,10 @@ def main() -> None:
     carry_from = None
     if args.knowledge:
         left_out = {structural_hash(ops.SUITE[w]) for w in targets}
-        carry_from = [str(without(Path(args.knowledge), left_out,
-                                  folder / f"knowledge-{Path(args.knowledge).stem}.db"))]
-        with Database(carry_from[0]) as db:
+        copy = without(Path(args.knowledge), left_out,
+                       folder / f"knowledge-{Path(args.knowledge).stem}.db")
+        carry_from = [str(copy)]
+        with Database(copy) as db:
             sources = [wl.func.name for wl in db.workloads()]
         if args.tuned_sources:  # tuned deeper than DB's: their programs are nearest first
             carry_from = [str(common.run(w, baseline, 0, args.source_trials, folder,
@@ -175,7 +176,7 @@ def main() -> None:
 
         def global_model():  # the recipe's model on DB without the targets, trained once
             if not trained:
-                trained.append(recipe_model(Path(carry_from[0]), target))
+                trained.append(recipe_model(copy, target))
                 print(f"global model: the records of {len(sources)} workloads of "
                       f"{args.knowledge}, the targets left out", flush=True)
             return trained[0]

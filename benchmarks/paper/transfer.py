@@ -31,6 +31,7 @@ resumable (records in --out). Writes benchmarks/results/<date>-paper-transfer[-k
 from __future__ import annotations
 
 import argparse
+import functools
 import sqlite3
 import sys
 import time
@@ -58,7 +59,7 @@ BASELINE = "evolutionary+xgb"
 
 def transfer_run(workload: str, seed: int, trials: int, folder: Path, target: tessel.Target,
                  global_model, priors: bool = True, label: str = "transfer",
-                 carry_from: list[str] | None = None, full_local: bool = False
+                 carry_from: tuple[str, ...] = (), full_local: bool = False
                  ) -> common.Run:
     """Tune `workload` with the transfer model until its database holds `trials` records
     (with `carry_from`: its first batch also holds the best programs of its relatives
@@ -160,26 +161,23 @@ def main() -> None:
     unknown = [w for w in targets + args.sources.split(",") if w not in ops.SUITE]
     if unknown:
         parser.error(f"unknown workload {unknown[0]!r}; known: {', '.join(ops.SUITE)}")
-    trained: list = []
-    carry_from = None
+    carry_from: tuple[str, ...] = ()
     if args.knowledge:
         left_out = {structural_hash(ops.SUITE[w]) for w in targets}
         copy = without(Path(args.knowledge), left_out,
                        folder / f"knowledge-{Path(args.knowledge).stem}.db")
-        carry_from = [str(copy)]
+        carry_from = (str(copy),)
         with Database(copy) as db:
             sources = [wl.func.name for wl in db.workloads()]
         if args.tuned_sources:  # tuned deeper than DB's: their programs are nearest first
-            carry_from = [str(common.run(w, baseline, 0, args.source_trials, folder,
-                                         target).path)
-                          for w in args.sources.split(",")] + carry_from
+            carry_from = tuple(str(common.run(w, baseline, 0, args.source_trials, folder,
+                                              target).path)
+                               for w in args.sources.split(",")) + carry_from
 
-        def global_model():  # the recipe's model on DB without the targets, trained once
-            if not trained:
-                trained.append(recipe_model(copy, target))
-                print(f"global model: the records of {len(sources)} workloads of "
-                      f"{args.knowledge}, the targets left out", flush=True)
-            return trained[0]
+        def train():  # the recipe's model on DB without the targets
+            print(f"global model: the records of {len(sources)} workloads of "
+                  f"{args.knowledge}, the targets left out", flush=True)
+            return recipe_model(copy, target)
     else:
         sources = args.sources.split(",")
         measured = [common.run(w, baseline, 0, args.source_trials, folder, target)
@@ -188,14 +186,13 @@ def main() -> None:
             measured += [common.run(w, "random", 0, args.source_random, folder, target)
                          for w in sources]
 
-        def global_model():  # trained once, after the sources are measured
-            if not trained:
-                pairs = [p for run in measured
-                         for p in common.pairs(run.path, target, len(run.seconds))]
-                trained.append(pretrain_global(pairs))
-                print(f"global model: {len(pairs)} records of {len(sources)} workloads",
-                      flush=True)
-            return trained[0]
+        def train():  # after the sources are measured
+            pairs = [p for run in measured
+                     for p in common.pairs(run.path, target, len(run.seconds))]
+            print(f"global model: {len(pairs)} records of {len(sources)} workloads",
+                  flush=True)
+            return pretrain_global(pairs)
+    global_model = functools.cache(train)  # trained once, when a transfer run first needs it
 
     marks = [m for m in (8, 16, 24, 32, 48, 64, 96, 128, 200)
              if m <= max(args.trials, args.transfer_trials)]

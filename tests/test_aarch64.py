@@ -13,10 +13,12 @@ import pytest
 
 import tessel
 import tessel.runtime as rt
-from tessel import ir, ops
+from tessel import intrin, ir, ops
 from tessel.codegen import emulate
 from tessel.space import default_postprocs, make_space, postprocess
 from tessel.target import Target, TargetError, host_arch
+
+from intrin_cases import dims, operands, tensorized
 
 NEEDS = "qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (Debian packages)"
 AARCH64 = Target("aarch64-neon", cores=2)  # parallel loops: libgomp threads under qemu
@@ -204,3 +206,20 @@ def test_an_aarch64_export_runs_from_c_under_emulation(tmp_path):
     for k, w in enumerate(want):
         np.testing.assert_array_equal(
             np.fromfile(tmp_path / f"out_{k}.bin", w.dtype).reshape(w.shape), w)
+
+
+@pytest.mark.parametrize("name", ["dot_s8s8_4x4_sdot", "dot_u8s8_4x4_usdot"])
+@pytest.mark.parametrize("extreme", [False, True], ids=["random", "extreme"])
+def test_int8_dot_product_intrinsics_match_numpy(name, extreme):
+    """sdot (dotprod) and usdot (i8mm) in a tensorized matmul of odd rows, for a target with
+    their features (qemu-user's default CPU has both)."""
+    spec = intrin.get(name)
+    target = Target("aarch64-neon", cores=2, features=["neon", "asimd", *spec.features])
+    lanes, group = dims(spec)
+    M, N, K = 5, 3 * lanes, (300 if extreme else 7) * group
+    a, b = operands(spec, M, N, K, extreme)
+    c = np.zeros((M, N), np.int32)
+    mod = tessel.build(tensorized(spec, M, N, K, mr=5).func, target)
+    mod(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    assert f"\t{name.split('_')[-1]}\t" in mod.asm()  # the instruction itself

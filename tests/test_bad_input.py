@@ -54,11 +54,12 @@ def _dynamic_onnx(path: Path) -> None:
 CASES = [
     # the workload on the command line
     ("tune --op matmul --shape 8,8",
-     "tessel tune: matmul(M, N, K, dtype=float32, out_dtype=None): missing a required argument: "
-     "'K' (--shape gives the positional sizes, --attrs the keywords)"),
+     "tessel tune: matmul(M, N, K, dtype=float32, out_dtype=None, b_dtype=None): missing a "
+     "required argument: 'K' (--shape gives the positional sizes, --attrs the keywords)"),
     ("tune --op matmul --shape 8,8,8 --attrs bogus=1",
-     "tessel tune: matmul(M, N, K, dtype=float32, out_dtype=None): got an unexpected keyword "
-     "argument 'bogus' (--shape gives the positional sizes, --attrs the keywords)"),
+     "tessel tune: matmul(M, N, K, dtype=float32, out_dtype=None, b_dtype=None): got an "
+     "unexpected keyword argument 'bogus' (--shape gives the positional sizes, --attrs the "
+     "keywords)"),
     ("tune --op matmul --shape 8,x,8", "tessel tune: --shape takes comma-separated integers, got "
                                        "'8,x,8'"),
     ("tune --op nosuch", "tessel tune: unknown operator 'nosuch'; known: "),

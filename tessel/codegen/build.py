@@ -27,7 +27,7 @@ from tessel.ir import PrimFunc, structural_key
 from tessel.target import Target, as_target
 
 # the code that decides what C a PrimFunc becomes: a change to any of it is a new generator
-_GENERATOR = ("codegen", "ir", "arith", "te", "target.py", "errors.py")
+_GENERATOR = ("codegen", "intrin", "ir", "arith", "te", "target.py", "errors.py")
 
 
 @functools.cache

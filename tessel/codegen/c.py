@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from tessel import intrin
 from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
                                    comment_text, float_literal, helper_source)
 from tessel.codegen.c_vector import KernelExprs, vector_source, vtype
@@ -448,6 +449,7 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
     printers = [printer, *(p for (_, _, p), _, _ in packs)]
     helpers = sorted(set().union(*(p.expr.helpers for p in printers)))
     vtypes = set().union(*(p.expr.vtypes for p in printers))
+    _check_intrinsics(vtypes, target)
     types = _param_types(func)
     n_own = len(func.params) - len(packs)
     own = func.params[:n_own]
@@ -474,6 +476,17 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
     else:
         parts += _prepacked_entries(kernel, casts, types[n_own:], packs, buffers, target.cores)
     return "\n\n".join(parts) + "\n"
+
+
+def _check_intrinsics(vtypes: set[tuple[str, int, str]], target: Target) -> None:
+    """CodegenError when the kernel uses a tensor intrinsic the target cannot run."""
+    for _, _, fn in sorted(vtypes):
+        if fn.startswith("intrin "):
+            spec = intrin.get(fn.split()[1])
+            missing = spec.missing(target)
+            if missing:
+                raise CodegenError(f"the kernel is tensorized with {spec.name}, which needs "
+                                   f"{', '.join(missing)}; target {target} lacks it")
 
 
 def _planes(buf: Buffer, rows: bool) -> int:

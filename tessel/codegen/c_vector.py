@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from tessel.codegen.c_expr import (C_TYPES, PRIMARY, TERNARY, ExprPrinter, Names, is_number,
                                    number_first)
+from tessel import intrin
 from tessel.codegen.lowered import (Broadcast, Lanes, MaskOf, Ramp, Register, VectorCall,
-                                    VectorCast, VectorLoad, VectorOp, lanes_of, mask_of)
+                                    VectorCast, VectorIntrin, VectorLoad, VectorOp, lanes_of,
+                                    mask_of)
 from tessel.codegen.passes.vectorize import MASK_DTYPE, VECTOR_DTYPES
-from tessel.ir import Buffer, BufferLoad, Expr, is_float
+from tessel.ir import DTYPE_BITS, Buffer, BufferLoad, Expr, is_float
 
 _VEC_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", "%": "%", "<": "<", "<=": "<=",
             ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&", "or": "|"}
@@ -22,8 +24,13 @@ def _is_number(e: Expr) -> bool:
     return is_number(e.value if isinstance(e, Broadcast) else e)
 
 
+# element types of vectors: the vectorizer's, and the narrow integers a tensor intrinsic's
+# operands are loaded as (tessel.intrin)
+_ELEMENTS = {**VECTOR_DTYPES, "int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16"}
+
+
 def vtype(dtype: str, width: int) -> str:
-    return f"tessel_{VECTOR_DTYPES[dtype]}x{width}"
+    return f"tessel_{_ELEMENTS[dtype]}x{width}"
 
 
 class KernelExprs(ExprPrinter):
@@ -89,6 +96,13 @@ class KernelExprs(ExprPrinter):
             return f"({one} / ({one} + {e.symbol}(-{args[0]})))", PRIMARY
         return f"{e.symbol}({', '.join(args)})", PRIMARY
 
+    def _vectorintrin(self, e: VectorIntrin) -> tuple[str, int]:
+        self.vtypes.add((e.dtype, e.lanes, f"intrin {e.name}"))
+        for a in e.args:
+            self.type_of(a.dtype, a.lanes, "load")
+        spec = intrin.get(e.name)
+        return f"{spec.c_name}({', '.join(self(a) for a in e.args)})", PRIMARY
+
     def _lanes(self, e: Lanes) -> tuple[str, int]:
         first = e.values[0]
         if e.stride == 2 and e.lanes in _SHUFFLED_WIDTHS and all(
@@ -106,14 +120,17 @@ class KernelExprs(ExprPrinter):
 # ---- helper source ----
 
 def _type_source(dtype: str, width: int) -> list[str]:
-    name, elem, size = vtype(dtype, width), C_TYPES[dtype], width * int(dtype[-2:]) // 8
+    name, elem, size = vtype(dtype, width), C_TYPES[dtype], width * DTYPE_BITS[dtype] // 8
     return [f"typedef {elem} {name} __attribute__((vector_size({size})));",
             f"typedef {elem} {name}_u __attribute__((vector_size({size}), aligned({size // width}),"
             f" may_alias));"]
 
 
 def _function_source(dtype: str, width: int, fn: str) -> str:
-    t, elem, m = vtype(dtype, width), C_TYPES[dtype], vtype(MASK_DTYPE[dtype], width)
+    t, elem = vtype(dtype, width), C_TYPES[dtype]
+    if fn == "load":  # the one helper of a tensor intrinsic's narrow operands
+        return f"static inline {t} {t}_load(const {elem}* p) {{ return *(const {t}_u*)p; }}"
+    m = vtype(MASK_DTYPE[dtype], width)
     return {
         "load": f"static inline {t} {t}_load(const {elem}* p) {{ return *(const {t}_u*)p; }}",
         "store": f"static inline void {t}_store({elem}* p, {t} v) {{ *({t}_u*)p = v; }}",
@@ -174,6 +191,19 @@ def _load_s2(dtype: str, width: int) -> str:
             f"#endif\n}}")
 
 
+def _intrin_source(name: str) -> str:
+    """A tensor intrinsic's C function, compiled with the features it needs."""
+    spec = intrin.get(name)
+    params = spec.desc.params
+    acc = next(p for p in params if p is spec.block.body.buffer)
+    args = [f"{vtype(acc.dtype, acc.size)} acc"] + [f"{vtype(p.dtype, p.size)} {p.name.lower()}"
+                                                    for p in params if p is not acc]
+    attr = f"__attribute__((target(\"{spec.c_target}\"))) " if spec.c_target else ""
+    body = "\n".join("    " + line for line in spec.c_body.splitlines())
+    return (f"static inline {attr}{vtype(acc.dtype, acc.size)} {spec.c_name}("
+            f"{', '.join(args)}) {{\n{body}\n}}")
+
+
 def vector_source(used: set[tuple[str, int, str]]) -> str:
     """Typedefs and inline helpers for the vector types and helpers (fn "" for a type
     alone) a kernel uses."""
@@ -186,6 +216,9 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     fns = ("load", "store", "splat", "select", "min", "max")
     lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
     lines += [_load_s2(d, w) for d, w in order if (d, w, "load_s2") in used]
+    names = sorted(fn.split()[1] for _, _, fn in used if fn.startswith("intrin "))
+    includes = sorted({h for n in names for h in intrin.get(n).includes})
+    lines = [f"#include <{h}>" for h in includes] + lines + [_intrin_source(n) for n in names]
     for d, w, fn in sorted(used):
         if fn.startswith("mvec "):  # a C library vector function: "mvec <symbol> <arity>"
             _, symbol, arity = fn.split()

@@ -172,6 +172,17 @@ class VectorCall(Expr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class VectorIntrin(Expr):
+    """A tensor intrinsic's new accumulator (tessel.intrin `name`): its C function of the
+    accumulator's vector and each input's, in the order of its description's parameters."""
+
+    name: str
+    args: tuple[Expr, ...]
+    lanes: int
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Lanes(Expr):
     """A vector built from one scalar expression per lane (gathers, non-affine indices).
     `stride` > 0: the values were loads of one buffer `stride` elements apart (a strided
@@ -212,7 +223,8 @@ class Register(Expr):
         return self.slot_lanes if self.lane is None else 1
 
 
-VECTOR_NODES = (Broadcast, Ramp, VectorLoad, VectorOp, VectorCast, VectorCall, Lanes, MaskOf)
+VECTOR_NODES = (Broadcast, Ramp, VectorLoad, VectorOp, VectorCast, VectorCall, VectorIntrin, Lanes,
+                MaskOf)
 
 
 def lanes_of(e: Expr) -> int:
@@ -248,6 +260,8 @@ class _Writer(StmtPrinter):
             return f"vcast<{x.dtype}x{x.lanes}>({self.e(x.value)})"
         if isinstance(x, VectorCall):
             return f"{x.symbol}({', '.join(self.e(a) for a in x.args)})"
+        if isinstance(x, VectorIntrin):
+            return f"intrin.{x.name}({', '.join(self.e(a) for a in x.args)})"
         if isinstance(x, Lanes):
             return f"lanes({', '.join(self.e(v) for v in x.values)})"
         if isinstance(x, MaskOf):

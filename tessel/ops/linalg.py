@@ -1,7 +1,9 @@
 """Matrix products: matmul, batch_matmul, dense (torch linear), transpose_batch_matmul.
 
 Integer inputs may accumulate in a wider type: `matmul(..., dtype="int8", out_dtype="int32")`
-casts each operand to out_dtype before multiplying.
+casts each operand to out_dtype before multiplying. The second operand may have its own dtype
+(`b_dtype`, by default `dtype`): quantized models multiply uint8 activations by int8 weights,
+`matmul(..., dtype="uint8", b_dtype="int8", out_dtype="int32")`.
 """
 from __future__ import annotations
 
@@ -15,41 +17,53 @@ def _mul(a: ir.Expr, b: ir.Expr, out_dtype: str) -> ir.Expr:
     return te.cast(out_dtype, a) * te.cast(out_dtype, b)
 
 
+def _dtypes(op: str, dtype: str, b_dtype: str | None, out_dtype: str | None
+            ) -> tuple[str, str, str, dict]:
+    """(dtype, b_dtype, out_dtype, the args to record): b_dtype is recorded only when it
+    differs from dtype, so the workloads of one dtype keep their arguments."""
+    dtype = dtype_arg(op, dtype)
+    b = dtype if b_dtype is None else dtype_arg(op, b_dtype, "b_dtype")
+    check(ir.is_float(b) == ir.is_float(dtype),
+          f"{op}: b_dtype {b!r} and dtype {dtype!r} must both be float or both int")
+    out = out_dtype_arg(op, dtype, out_dtype)
+    out_dtype_arg(op, b, out)
+    return dtype, b, out, ({} if b == dtype else {"b_dtype": b})
+
+
 @define(ref.matmul)
 def matmul(M: int, N: int, K: int, dtype: str = "float32",
-           out_dtype: str | None = None) -> ir.PrimFunc:
+           out_dtype: str | None = None, b_dtype: str | None = None) -> ir.PrimFunc:
     """C[i, j] = sum_k A[i, k] * B[k, j]; params (A (M, K), B (K, N), C (M, N))."""
     positive("matmul", M=M, N=N, K=K)
-    dtype = dtype_arg("matmul", dtype)
-    out_dtype = out_dtype_arg("matmul", dtype, out_dtype)
+    dtype, b_dtype, out_dtype, extra = _dtypes("matmul", dtype, b_dtype, out_dtype)
     A = te.placeholder((M, K), dtype, name="A")
-    B = te.placeholder((K, N), dtype, name="B")
+    B = te.placeholder((K, N), b_dtype, name="B")
     k = te.reduce_axis(K, name="k")
     C = te.compute((M, N), lambda i, j: te.sum(_mul(A[i, k], B[k, j], out_dtype), axis=k),
                    name="C")
-    return make_func("matmul", [A, B, C], dict(M=M, N=N, K=K, dtype=dtype, out_dtype=out_dtype))
+    return make_func("matmul", [A, B, C],
+                     dict(M=M, N=N, K=K, dtype=dtype, out_dtype=out_dtype, **extra))
 
 
 @define(ref.batch_matmul)
 def batch_matmul(B: int, M: int, N: int, K: int, dtype: str = "float32",
-                 out_dtype: str | None = None) -> ir.PrimFunc:
+                 out_dtype: str | None = None, b_dtype: str | None = None) -> ir.PrimFunc:
     """C[b, i, j] = sum_k A[b, i, k] * B[b, k, j] (torch.bmm); params (A, B, C)."""
     positive("batch_matmul", B=B, M=M, N=N, K=K)
-    dtype = dtype_arg("batch_matmul", dtype)
-    out_dtype = out_dtype_arg("batch_matmul", dtype, out_dtype)
+    dtype, b_dtype, out_dtype, extra = _dtypes("batch_matmul", dtype, b_dtype, out_dtype)
     X = te.placeholder((B, M, K), dtype, name="A")
-    Y = te.placeholder((B, K, N), dtype, name="B")
+    Y = te.placeholder((B, K, N), b_dtype, name="B")
     k = te.reduce_axis(K, name="k")
     C = te.compute((B, M, N),
                    lambda b, i, j: te.sum(_mul(X[b, i, k], Y[b, k, j], out_dtype), axis=k),
                    name="C")
     return make_func("batch_matmul", [X, Y, C],
-                     dict(B=B, M=M, N=N, K=K, dtype=dtype, out_dtype=out_dtype))
+                     dict(B=B, M=M, N=N, K=K, dtype=dtype, out_dtype=out_dtype, **extra))
 
 
 @define(ref.dense)
 def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
-          out_dtype: str | None = None) -> ir.PrimFunc:
+          out_dtype: str | None = None, b_dtype: str | None = None) -> ir.PrimFunc:
     """torch.nn.functional.linear: out[i, j] = sum_k data[i, k] * weight[j, k] (+ bias[j]).
 
     Params (data (M, K), weight (N, K)[, bias (N,)], out (M, N)); with a bias the product is
@@ -57,10 +71,9 @@ def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
     """
     positive("dense", M=M, N=N, K=K)
     check(isinstance(bias, bool), f"dense: bias must be True or False, got {bias!r}")
-    dtype = dtype_arg("dense", dtype)
-    out_dtype = out_dtype_arg("dense", dtype, out_dtype)
+    dtype, b_dtype, out_dtype, extra = _dtypes("dense", dtype, b_dtype, out_dtype)
     data = te.placeholder((M, K), dtype, name="data")
-    weight = te.placeholder((N, K), dtype, name="weight")
+    weight = te.placeholder((N, K), b_dtype, name="weight")
     k = te.reduce_axis(K, name="k")
     out = te.compute((M, N), lambda i, j: te.sum(_mul(data[i, k], weight[j, k], out_dtype),
                                                  axis=k), name="dense")
@@ -71,7 +84,7 @@ def dense(M: int, N: int, K: int, bias: bool = True, dtype: str = "float32",
         out = te.compute((M, N), lambda i, j: prod[i, j] + b[j], name="bias_add")
         params.append(b)
     return make_func("dense", params + [out],
-                     dict(M=M, N=N, K=K, bias=bias, dtype=dtype, out_dtype=out_dtype))
+                     dict(M=M, N=N, K=K, bias=bias, dtype=dtype, out_dtype=out_dtype, **extra))
 
 
 @define(ref.transpose_batch_matmul)

@@ -143,6 +143,10 @@ def _init_nest(realize: BlockRealize, below: list[For], name: str) -> Stmt:
     ivmap = {iv.var: Var(iv.var.name) for iv, _ in ivs}
     body = ir.substitute(block.init, ivmap)
     reads, writes = block_regions(body)
+    if ir.collect(body, For):  # a blockized block's init loops: its regions span them
+        reads = tuple(arith.touched_region(body, r.buffer) for r in reads)
+        writes = tuple(arith.touched_region(body, w.buffer, reads=False, writes=True)
+                       for w in writes)
     init = Block(name, tuple(IterVar(ivmap[iv.var], iv.extent) for iv, _ in ivs), reads,
                  writes, body)
     pred = kept_predicate(realize, gone, vmap, "decompose_reduction", below)

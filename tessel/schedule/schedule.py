@@ -12,6 +12,7 @@ a call records one entry in `sch.trace`, and a primitive that fails leaves the s
 was.
 """
 from tessel.schedule.base import ScheduleBase
+from tessel.schedule.blockize import BlockizePrimitives
 from tessel.schedule.cache import CachePrimitives
 from tessel.schedule.compute_at import ComputeLocationPrimitives
 from tessel.schedule.layout import LayoutPrimitives
@@ -21,10 +22,11 @@ from tessel.schedule.sampling import SamplingInstructions
 
 
 class Schedule(LoopPrimitives, ComputeLocationPrimitives, CachePrimitives, ReductionPrimitives,
-               LayoutPrimitives, SamplingInstructions, ScheduleBase):
+               LayoutPrimitives, BlockizePrimitives, SamplingInstructions, ScheduleBase):
     """The primitives live in the mixins, one family per module: loops.py (split, fuse,
     reorder, add_unit_loop, parallel, vectorize, unroll, bind, annotate, unannotate),
     compute_at.py (compute_at, reverse_compute_at, compute_inline, reverse_compute_inline,
     sample_compute_location), cache.py (cache_read, cache_write), reduction.py (rfactor,
-    decompose_reduction), layout.py (transform_layout), sampling.py (sample_perfect_tile,
-    sample_categorical). Queries (get_block, get_loops, ...) are in base.py."""
+    decompose_reduction), layout.py (transform_layout), blockize.py (blockize, tensorize),
+    sampling.py (sample_perfect_tile, sample_categorical). Queries (get_block, get_loops, ...)
+    are in base.py."""

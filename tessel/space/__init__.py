@@ -25,8 +25,9 @@ from tessel.space.postproc import (Postproc, RewriteLayout, RewriteParallelVecto
                                    default_postprocs, final_func, postprocess,
                                    postprocs_for)
 from tessel.space.rules import (AddRFactor, AutoInline, MultiLevelTiling,
-                                ParallelizeVectorizeUnroll, RandomComputeLocation, RuleSpace,
-                                ScheduleRule, UnrollCases, default_rules)
+                                MultiLevelTilingWithIntrin, ParallelizeVectorizeUnroll,
+                                RandomComputeLocation, RuleSpace, ScheduleRule, UnrollCases,
+                                default_rules)
 from tessel.space.templates import TEMPLATES, TemplateContext, TemplateSpace
 from tessel.target import Target
 
@@ -63,8 +64,10 @@ def make_space(spec: SpaceLike = "auto", target: Target | None = None) -> Search
 
 
 def _for_target(rule: Any, target: Target) -> Any:
-    """A rule with what it left to the target (MultiLevelTiling's lanes, registers) filled in."""
-    return rule.for_target(target) if isinstance(rule, MultiLevelTiling) else rule
+    """A rule with what it left to the target (MultiLevelTiling's lanes, registers, the
+    intrinsics of MultiLevelTilingWithIntrin) filled in."""
+    return rule.for_target(target) if isinstance(rule, (MultiLevelTiling,
+                                                        MultiLevelTilingWithIntrin)) else rule
 
 
 def _is_rule(x: Any) -> bool:
@@ -84,7 +87,8 @@ def required_positional(fn: Any) -> int | None:
 __all__ = ["make_space", "SPACE_NAMES", "SpaceLike", "SearchSpace", "SpaceError", "FunctionSpace",
            "UnionSpace", "RuleSpace", "TemplateSpace", "TemplateContext", "ConfigSpace",
            "Config", "Knob", "TEMPLATES", "ScheduleRule", "default_rules",
-           "AutoInline", "AddRFactor", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
+           "AutoInline", "AddRFactor", "MultiLevelTiling", "MultiLevelTilingWithIntrin",
+           "ParallelizeVectorizeUnroll",
            "RandomComputeLocation", "UnrollCases", "Postproc", "postprocess", "final_func",
            "default_postprocs", "postprocs_for", "RewriteLayout", "RewriteReductionBlock",
            "RewriteParallelVectorizeUnroll", "required_positional",

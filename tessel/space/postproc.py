@@ -11,6 +11,7 @@ program is ever built or measured.
     RewriteReductionBlock            decompose_reduction at the outermost reduction loop
     RewriteParallelVectorizeUnroll   root annotations of ParallelizeVectorizeUnroll -> fuse +
                                      parallel, vectorize, pragma_auto_unroll_max_step
+    RewriteTensorize                 tensorize the blocks MultiLevelTilingWithIntrin marked
     VerifyLoops                      one parallel loop per nest, vector and unroll limits
     VerifyCodegen                    the program compacts and renders to C for the target
 """
@@ -21,14 +22,14 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from tessel import ir
+from tessel import intrin, ir
 from tessel.arith.linear import linear_form
 from tessel.codegen.c import CodegenError, generate_c
 from tessel.codegen.passes import compact_buffers
 from tessel.ir import REDUCE, BlockRealize, For, PrimFunc
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
 from tessel.space.base import SpaceError, check
-from tessel.space.rules.base import leaf_blocks
+from tessel.space.rules.base import AUTO_TENSORIZE, leaf_blocks
 from tessel.space.rules.parallel import PARALLEL, UNROLL, VECTORIZE
 from tessel.space.rules.tiling import PACK, packable_read
 from tessel.target import Target
@@ -67,7 +68,7 @@ def default_postprocs(target: Target, verify_codegen: bool = False,
     lanes = target.vector_lanes("float32")
     posts: list[Postproc] = [RewriteLayout(pack_panels), RewriteReductionBlock(),
                              RewriteParallelVectorizeUnroll(lanes=lanes, cores=target.cores),
-                             VerifyLoops()]
+                             RewriteTensorize(), VerifyLoops()]
     return posts + ([VerifyCodegen(target)] if verify_codegen else [])
 
 
@@ -339,13 +340,15 @@ class RewriteParallelVectorizeUnroll:
 
     def _vectorize(self, sch: Schedule, block: BlockRV, max_extent: int) -> None:
         loops = sch.get_loops(block)
-        if not loops or not isinstance(sch.get(loops[-1]).body, BlockRealize):
+        if not loops or not isinstance(sch.get(loops[-1]).body, BlockRealize) or \
+                AUTO_TENSORIZE in sch.get(block).annotations:  # its instruction is the vector
             return
         chosen: list[LoopRV] = []
         prod = 1
         for loop in reversed(loops):
             node = sch.get(loop)
-            ok = node.kind == "serial" and is_spatial_loop(node) and prod * node.extent <= max_extent
+            ok = node.kind == "serial" and is_spatial_loop(node) and \
+                prod * node.extent <= max_extent
             if not ok or (chosen and (prod >= self.lanes or sch.get(chosen[0]) is not node.body)):
                 break
             vector = [sch.get(l) for l in chosen if sch.get(l).extent > 1]
@@ -377,6 +380,18 @@ class RewriteParallelVectorizeUnroll:
             seen.add(sch.get(loops[0]).loop_var)
             sch.annotate(loops[0], "pragma_auto_unroll_max_step", max_step)
             sch.annotate(loops[0], "pragma_unroll_explicit", 1)
+
+
+@dataclass(frozen=True)
+class RewriteTensorize:
+    """Tensorize each block MultiLevelTilingWithIntrin annotated with an intrinsic, once the
+    loops around it are final (MetaSchedule's RewriteTensorize)."""
+
+    def apply(self, sch: Schedule) -> None:
+        for block in leaf_blocks(sch.func):
+            name = block.annotations.get(AUTO_TENSORIZE)
+            if name is not None and intrin.ANNOTATION not in block.annotations:
+                sch.tensorize(sch.get_block(block.name), name)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,10 @@ design's tiling gets
   axis (output-channel blocks: 2 x 7 x 1 vector);
 - every reduction: an inner tile of at most 256 (a conv's input channels and window whole),
   so the register tile accumulates long before it is stored;
+- a tensorized design (MultiLevelTilingWithIntrin: an int8 dot-product instruction computes
+  the innermost block, each iteration of its vector axis a whole vector): the same register
+  tile counted in those vectors, unrolled up to 64 steps so that all its rows and vectors
+  are (their accumulators then stay in registers);
 - packing of the read along the vector axis on, a modest unroll (16), padding at the root;
   and each again with the padding inlined and nothing packed, reading the input where it
   lies: first when the reduction is short (SHORT_REDUCTION: a depthwise convolution or a
@@ -50,6 +54,7 @@ MIN_CHAINS = 8  # accumulators that hide FMA latency (about 4 cycles x 2 FMAs a 
 REDUCE_INNER = 256
 SHORT_REDUCTION = 32  # a reduction this short (a depthwise 3x3: 9) reads its padding inline
 UNROLL = 16
+TENSORIZED_UNROLL = 64  # a tensorized register tile unrolls rows x vectors (up to 24) whole
 WIDE, ROWS_INSIDE = 64, 8  # _rows_inside: vector tiles that make a product wide; row tiles
 
 
@@ -78,13 +83,25 @@ def ranked_priors(space: Any, func: PrimFunc) -> list[tuple[Trace, dict[int, Any
     if not tiling:
         return []
     lanes, accumulators = tiling[0].lanes, tiling[0].accumulators
-    ranked = [(-_promise(design, decisions, lanes), k, design, decisions)
+    ranked = [(-_promise(design, decisions, _lanes(design, lanes)), k, design, decisions)
               for design in space.designs(func)
-              for k, decisions in enumerate(prior_decisions(design, lanes, accumulators,
+              for k, decisions in enumerate(prior_decisions(design, _lanes(design, lanes),
+                                                            accumulators,
                                                             rank=func.params[-1].ndim))]
     ranked.sort(key=lambda r: r[:2])  # stable: design order breaks ties
     best = ranked[0][0] if ranked else 0
     return [(design, decisions) for score, _, design, decisions in ranked if score <= best + 1]
+
+
+def _lanes(design: Trace, lanes: int) -> int:
+    """The lanes of one iteration of a design's vector axis: 1 where a tensor intrinsic
+    computes the innermost block (MultiLevelTilingWithIntrin: each iteration of the tiled
+    outer block is a whole vector of int32 accumulators)."""
+    return 1 if _tensorized(design) else lanes
+
+
+def _tensorized(design: Trace) -> bool:
+    return any(inst.kind == "blockize" for inst in design.instructions)
 
 
 def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
@@ -114,7 +131,8 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int,
     reduce = [(s, e) for s, e in tiles if _levels(design, s) == REDUCE_LEVELS]
     if not spatial:
         return [] if tiles else _rowwise(design, rank)
-    fixed = {**_categoricals(design), **{s: _reduce_tile(e) for s, e in reduce}}
+    unroll = TENSORIZED_UNROLL if _tensorized(design) else UNROLL
+    fixed = {**_categoricals(design, unroll), **{s: _reduce_tile(e) for s, e in reduce}}
     out = []
     for width in (2 * lanes, lanes):
         if spatial[-1][1] % width and width != lanes:
@@ -284,8 +302,9 @@ def _is_pack(design: Trace, site: int) -> bool:
         tuple(dict(inst.args).get("candidates", ())) == (0, 1)
 
 
-def _categoricals(design: Trace) -> dict[int, Any]:
-    """Pack the vector-axis read, unroll by 16, compute producers (padding) at the root."""
+def _categoricals(design: Trace, unroll: int = UNROLL) -> dict[int, Any]:
+    """Pack the vector-axis read, unroll by `unroll`, compute producers (padding) at the
+    root."""
     out: dict[int, Any] = {}
     for site in design.sampling_sites():
         inst = design.instructions[site]
@@ -295,8 +314,8 @@ def _categoricals(design: Trace) -> dict[int, Any]:
             out[site] = 1
         elif inst.kind == "sample_categorical":
             candidates = tuple(dict(inst.args).get("candidates", ()))
-            if UNROLL in candidates:
-                out[site] = candidates.index(UNROLL)
+            if unroll in candidates:
+                out[site] = candidates.index(unroll)
     return out
 
 

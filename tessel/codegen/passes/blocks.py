@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.codegen.lowered import Allocate, CodegenError, Comment, LoweredFunc, check
+from tessel import intrin
+from tessel.codegen.lowered import (Allocate, CodegenError, Comment, LoweredFunc, VectorIntrin,
+                                    VectorLoad, VectorStore, check)
 from tessel.codegen.passes.fold import substitute_folding
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferStore, Expr, For, IfThenElse,
                        PrimFunc, Stmt, StmtMutator, Var, const, is_true, seq, uses_var)
@@ -87,7 +89,8 @@ class _Lowering(StmtMutator):
                       f"block {block.name}; a reduction cannot be vectorized this way")
             inner[iv.var] = value
         saved, self.vmap = self.vmap, inner
-        body = self.stmt(block.body)
+        body = self.tensorized(block) if intrin.ANNOTATION in block.annotations else \
+            self.stmt(block.body)
         if block.init is not None:
             body = seq(self.init(block), body)
         predicate = self.expr(r.predicate)
@@ -99,6 +102,23 @@ class _Lowering(StmtMutator):
         if block.iter_vars or block.name != "root":
             body = seq(Comment(f"block {block.name}"), body)
         return body
+
+    def tensorized(self, block: Block) -> Stmt:
+        """A block marked by tensorize: one VectorIntrin, its operands loaded whole from
+        their first elements, the accumulator stored back."""
+        check(not self.simd, f"block {block.name} is tensorized inside a vectorized loop")
+        try:
+            spec = intrin.get(block.annotations[intrin.ANNOTATION])
+            operands = intrin.match(block, spec)
+        except intrin.IntrinError as err:
+            raise CodegenError(str(err)) from None
+        loads = {o.param: VectorLoad(o.buffer, tuple(self.expr(i) for i in o.indices),
+                                     o.param.size, o.param.dtype) for o in operands}
+        acc = next(o for o in operands if o.param is spec.block.body.buffer)
+        value = VectorIntrin(spec.name, (loads[acc.param], *(loads[o.param] for o in operands
+                                                             if o is not acc)),
+                             acc.param.size, acc.param.dtype)
+        return VectorStore(acc.buffer, loads[acc.param].indices, value)
 
     def init(self, block: Block) -> Stmt:
         """TensorIR: the init runs when every reduction variable is 0."""

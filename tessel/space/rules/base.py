@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from tessel import ir
+from tessel import intrin, ir
 from tessel.ir import REDUCE, Block, BlockRealize, PrimFunc, Var
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError, tree
 from tessel.schedule.trace import is_pure
@@ -67,11 +67,26 @@ def _transformed(sch: Schedule) -> bool:
     return any(not is_pure(i.kind) for i in sch.trace.instructions)
 
 
+AUTO_TENSORIZE = "meta_schedule.auto_tensorize"  # block annotation: the intrinsic to apply
+UNITS = (AUTO_TENSORIZE, intrin.ANNOTATION)  # annotations of a block scheduled as one unit
+
+
 # ---- block analysis shared by the rules -----------------------------------------------------
 def leaf_blocks(func: PrimFunc) -> list[Block]:
-    """Blocks without blocks inside, in program order."""
-    return [b for b in ir.blocks(func.body)
-            if b is not func.body.block and not ir.collect_stmts(b.body, BlockRealize)]
+    """Blocks without blocks inside, in program order; a block that a tensor intrinsic will
+    compute (annotated with one of UNITS) counts as one, and the blocks inside it do not."""
+    out: list[Block] = []
+
+    def visit(node) -> bool | None:
+        if isinstance(node, Block) and node is not func.body.block:
+            if any(key in node.annotations for key in UNITS):
+                out.append(node)
+                return False
+            if not ir.collect_stmts(node.body, BlockRealize):
+                out.append(node)
+        return None
+    ir.walk(func.body, visit)
+    return out
 
 
 @dataclass(frozen=True)
@@ -132,5 +147,6 @@ def has_data_reuse(block: Block) -> bool:
     return False
 
 
-__all__ = ["ScheduleRule", "RuleSpace", "leaf_blocks", "LoopInfo", "simple_loops", "block_realize",
+__all__ = ["AUTO_TENSORIZE", "UNITS", "ScheduleRule", "RuleSpace", "leaf_blocks", "LoopInfo",
+           "simple_loops", "block_realize",
            "is_reduction", "writes_output", "has_data_reuse"]

@@ -1,0 +1,191 @@
+"""Matching a block against a tensor intrinsic's description.
+
+The block is an *outer* block (blockize's result): a perfect nest of loops around one inner
+block. It matches the intrinsic when
+
+1. the inner block has no init and no predicate (decompose_reduction first; a tile the loops
+   do not divide cannot be one instruction),
+2. its loops of extent > 1 pair one to one with the description's iteration variables, of
+   equal extents and kinds (spatial / reduction), in some order,
+3. its update has the description's form, node for node (+ and * in either operand order),
+   each description buffer standing for one program buffer of the same dtype, and
+4. every access moves through memory with each loop as the description's access moves with
+   the paired variable: the same element step (so an operand the instruction loads as
+   consecutive elements is consecutive in the program, e.g. a weight packed by
+   transform_layout).
+
+The result gives, for each description buffer, the program buffer and the indices of its first
+element (in the outer block's iteration variables): what code generation loads and stores.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from tessel import arith, ir
+from tessel.intrin.base import IntrinError, TensorIntrin
+
+Access = tuple[ir.Buffer, tuple[ir.Expr, ...], ir.Buffer, tuple[ir.Expr, ...]]
+
+
+class MatchError(IntrinError):
+    """A block does not match an intrinsic's description; the message says what differs."""
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise MatchError(msg)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Description buffer `param` is program buffer `buffer` from element `indices` on."""
+
+    param: ir.Buffer
+    buffer: ir.Buffer
+    indices: tuple[ir.Expr, ...]
+
+
+def match(outer: ir.Block, intrin: TensorIntrin) -> tuple[Operand, ...]:
+    """The operands of `intrin` in block `outer`, in the description's parameter order, or
+    MatchError naming the first difference."""
+    where = f"tensorize {intrin.name}: block {outer.name}"
+    loops, inner = _nest(outer.body, where)
+    block = inner.block
+    _check(block.init is None, f"{where}: inner block {block.name} has an init; "
+                               "decompose_reduction it first")
+    _check(ir.is_true(inner.predicate), f"{where}: inner block {block.name} runs under a "
+                                        f"predicate ({inner.predicate!r}): its loops do not "
+                                        "tile it exactly")
+    loops = [l for l in loops if l.extent > 1]
+    desc = intrin.block
+    extents = [iv.extent for iv in desc.iter_vars]
+    _check(sorted(l.extent for l in loops) == sorted(extents),
+           f"{where}: loop extents {[l.extent for l in loops]} do not pair with the "
+           f"intrinsic's {extents}")
+    accesses = _pairs(desc, block, where)
+    errors = []
+    for perm in itertools.permutations(range(len(loops))):
+        try:
+            return _operands(outer, inner, loops, perm, accesses, intrin, where)
+        except MatchError as err:
+            errors.append(str(err))
+    raise MatchError(errors[0])
+
+
+def _nest(body: ir.Stmt, where: str) -> tuple[list[ir.For], ir.BlockRealize]:
+    loops = []
+    while isinstance(body, ir.For):
+        loops.append(body)
+        body = body.body
+    _check(isinstance(body, ir.BlockRealize), f"{where}: its body is not a perfect loop nest "
+                                              "around one block")
+    return loops, body
+
+
+def _pairs(desc: ir.Block, block: ir.Block, where: str) -> list[Access]:
+    """(description buffer, indices, program buffer, indices) of every access, the store's
+    first; MatchError when the updates differ in form or a buffer maps two ways."""
+    d, r = desc.body, block.body
+    _check(isinstance(r, ir.BufferStore), f"{where}: its inner block's body is not one store")
+    out = [(d.buffer, d.indices, r.buffer, r.indices)]
+    _check(_same(d.value, r.value, out), f"{where}: computes {r.value!r}, where the intrinsic "
+                                         f"computes {d.value!r}")
+    bmap: dict[ir.Buffer, ir.Buffer] = {}
+    for dbuf, _, rbuf, _ in out:
+        _check(dbuf.dtype == rbuf.dtype, f"{where}: {rbuf.name} is {rbuf.dtype}, where the "
+                                         f"intrinsic's {dbuf.name} is {dbuf.dtype}")
+        _check(bmap.setdefault(dbuf, rbuf) is rbuf,
+               f"{where}: the intrinsic's {dbuf.name} stands for both {bmap[dbuf].name} and "
+               f"{rbuf.name}")
+    return out
+
+
+def _same(d: ir.Expr, r: ir.Expr, out: list[Access]) -> bool:
+    """Whether `r` has the form of `d` (appending the load pairs to `out`; undone on False)."""
+    if type(d) is not type(r):
+        return False
+    if isinstance(d, ir.BufferLoad):  # a dtype that differs is named by _pairs
+        out.append((d.buffer, d.indices, r.buffer, r.indices))
+        return True
+    if d.dtype != r.dtype:
+        return False
+    if isinstance(d, ir.Cast):
+        return _same(d.value, r.value, out)
+    if isinstance(d, ir.BinOp):
+        if d.op != r.op:
+            return False
+        orders = [(r.a, r.b), (r.b, r.a)] if d.op in ("+", "*") else [(r.a, r.b)]
+        for ra, rb in orders:
+            mark = len(out)
+            if _same(d.a, ra, out) and _same(d.b, rb, out):
+                return True
+            del out[mark:]
+        return False
+    if isinstance(d, (ir.IntImm, ir.FloatImm)):
+        return d.value == r.value
+    return False
+
+
+def _operands(outer: ir.Block, inner: ir.BlockRealize, loops: list[ir.For], perm: tuple,
+              accesses: list[Access], intrin: TensorIntrin, where: str) -> tuple[Operand, ...]:
+    desc = intrin.block
+    pair = {loops[i].loop_var: desc.iter_vars[p] for i, p in enumerate(perm)}
+    for loop, iv in pair.items():
+        _check(_kind_of(loop, inner) == iv.kind and
+               iv.extent == next(l.extent for l in loops if l.loop_var is loop),
+               f"{where}: loop {loop.name} ({_kind_of(loop, inner)}) cannot stand for the "
+               f"intrinsic's {iv.kind} variable {iv.var.name} of extent {iv.extent}")
+    ana = arith.Analyzer({**{iv.var: iv.extent for iv in outer.iter_vars},
+                          **{l.loop_var: l.extent for l in loops}})
+    zero = {l.loop_var: ir.const(0) for l in loops}
+    binding = inner.binding()
+    found: dict[ir.Buffer, Operand] = {}
+    for dbuf, didx, rbuf, ridx in accesses:
+        ridx = tuple(ana.simplify(ir.substitute(i, binding)) for i in ridx)
+        steps = _steps(_flat(rbuf, ridx), [l.loop_var for l in loops], ana, where, rbuf)
+        want = arith.linear_form(_flat(dbuf, didx)) or {}
+        for loop, step in steps.items():
+            expect = want.get(pair[loop].var, 0)
+            _check(step == expect, f"{where}: {rbuf.name}'s element offset moves by {step} "
+                                   f"with loop {loop.name}, where the intrinsic's {dbuf.name} "
+                                   f"moves by {expect}")
+        first = tuple(ana.simplify(ir.substitute(i, zero)) for i in ridx)
+        found.setdefault(dbuf, Operand(dbuf, rbuf, first))
+    return tuple(found[p] for p in intrin.desc.params)
+
+
+def _kind_of(loop: ir.Var, inner: ir.BlockRealize) -> str:
+    """REDUCE when `loop` binds a reduction variable of the inner block, else SPATIAL."""
+    for iv, value in zip(inner.block.iter_vars, inner.iter_values):
+        if iv.kind == ir.REDUCE and ir.uses_var(value, loop):
+            return ir.REDUCE
+    return ir.SPATIAL
+
+
+def _flat(buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> ir.Expr:
+    out: ir.Expr = ir.const(0)
+    for index, stride in zip(indices, buf.strides):
+        out = out + index * stride
+    return out
+
+
+def _steps(offset: ir.Expr, loops: list[ir.Var], ana: arith.Analyzer, where: str,
+           buf: ir.Buffer) -> dict[ir.Var, int]:
+    """How far `offset` moves with each loop variable; MatchError when it is not affine in
+    them (the rest may be any expression of the other variables)."""
+    zero = {v: ir.const(0) for v in loops}
+    base = ir.substitute(offset, zero)
+    steps = {}
+    for v in loops:
+        step = arith.const_offset(ir.substitute(offset, {**zero, v: ir.const(1)}), base, ana)
+        _check(step is not None, f"{where}: {buf.name}'s element offset is not affine in loop "
+                                 f"{v.name}")
+        steps[v] = step
+    affine = base + sum((v * s for v, s in steps.items() if s), ir.const(0))
+    _check(arith.const_offset(offset, affine, ana) == 0,
+           f"{where}: {buf.name}'s element offset is not affine in its loops")
+    return steps
+
+
+__all__ = ["match", "Operand", "MatchError"]

@@ -181,6 +181,8 @@ class _Blocking:
                 math.prod(self.new.types[weight].shape) >= math.prod(shape):
             return x, weight
         gate = next(n for n in reversed(self.new.nodes) if n.output == x)
+        if gate.op != "mul" or len(gate.inputs) != 2:  # x was re-laid out (a reshape)
+            return x, weight
         gated = (1, shape[1], 1, 1, shape[-1])
         for data, g in (gate.inputs, gate.inputs[::-1]):
             if gate.op == "mul" and self.new.types[data].shape == shape and \

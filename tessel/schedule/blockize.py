@@ -87,7 +87,7 @@ def _blockized(func: ir.PrimFunc, path: list[Any]) -> BlockRealize:
                           **extents})
     outer_ivs, outer_values, inner_values = [], [], []
     for iv, value in zip(block.iter_vars, inner.iter_values):
-        out, rest, radix = _divide(ana.simplify(value), extents, iv, block.name)
+        out, rest, radix = _divide(value, ana, extents, iv, block.name)
         vo = Var(f"{iv.var.name}_o")
         outer_ivs.append(IterVar(vo, iv.extent // radix, iv.kind))
         outer_values.append(out)
@@ -114,14 +114,17 @@ def _chain(top: For) -> tuple[list[For], BlockRealize]:
     return loops, node
 
 
-def _divide(value: Expr, extents: dict[Var, int], iv: IterVar, block: str
-            ) -> tuple[Expr, Expr, int]:
+def _divide(value: Expr, ana: arith.Analyzer, extents: dict[Var, int], iv: IterVar,
+            block: str) -> tuple[Expr, Expr, int]:
     """(outer / R, inner, R) for `value` = outer + inner, `inner` an affine form of the
-    blockized loops covering [0, R) exactly and `outer` a multiple of R."""
+    blockized loops covering [0, R) exactly and `outer` a multiple of R. A binding of the
+    loops outside alone stays as it is (a loop of extent 1 too, so the outer block's loops
+    still bind its variables one to one)."""
     where = f"blockize: block {block}'s variable {iv.var.name} = {value!r}"
-    used = ir.free_vars(value) & set(extents)
-    if not used:
+    if not ir.free_vars(value) & set(extents):
         return value, ir.const(0), 1
+    value = ana.simplify(value)
+    used = ir.free_vars(value) & set(extents)
     form = arith.linear_form(value)
     check(form is not None, f"{where} is not affine in the blockized loops")
     radix, rest = 1, ir.const(0)

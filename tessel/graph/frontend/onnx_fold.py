@@ -166,12 +166,32 @@ def _elementwise(fn: Callable[..., Array]) -> FoldFn:
     return lambda ins, attrs: np.asarray(fn(*ins)).astype(np.result_type(*ins))
 
 
+def _along(v: Any, axis: int, rank: int) -> Array:
+    """A quantization scale or zero point, shaped to broadcast along `axis` when 1-D."""
+    v = np.asarray(v)
+    if v.ndim == 1 and v.size > 1:
+        shape = [1] * rank
+        shape[axis % rank] = v.size
+        return v.reshape(shape)
+    return v.reshape(())
+
+
+def _dequantize(ins: list[Any], attrs: dict[str, Any]) -> Array:
+    """DequantizeLinear of a constant (a weight): (x - zero_point) * scale in float32."""
+    x, scale = np.asarray(ins[0]), ins[1]
+    zp = ins[2] if len(ins) > 2 and ins[2] is not None else 0
+    axis = int(attrs.get("axis", 1))
+    centered = (x.astype(np.int32) - _along(zp, axis, x.ndim).astype(np.int32)).astype(np.float32)
+    return centered * _along(scale, axis, x.ndim).astype(np.float32)
+
+
 FOLD: dict[str, FoldFn] = {
     "Constant": _constant,
     "Shape": _shape,
     "Size": lambda ins, attrs: np.asarray(np.asarray(ins[0]).size, np.int64),
     "Identity": lambda ins, attrs: ins[0],
     "Cast": _cast,
+    "DequantizeLinear": _dequantize,
     "Gather": _gather,
     "Slice": _slice,
     "Concat": lambda ins, attrs: np.concatenate(ins, axis=attrs["axis"]),

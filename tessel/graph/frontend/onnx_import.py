@@ -37,6 +37,7 @@ from tessel.graph.frontend.context import Const, GraphBuilder, Value
 from tessel.graph.frontend.onnx_convert_logic import LOGIC, dtype_name
 from tessel.graph.frontend.onnx_convert_math import MATH
 from tessel.graph.frontend.onnx_convert_nn import NN
+from tessel.graph.frontend.onnx_convert_quant import QUANT
 from tessel.graph.frontend.onnx_convert_rnn import RNN
 from tessel.graph.frontend.onnx_convert_shape import SHAPE
 from tessel.graph.frontend.onnx_fold import FOLD
@@ -44,7 +45,7 @@ from tessel.graph.ir import Graph, GraphError, check
 from tessel.graph.opdefs.base import DTYPES
 
 Converter = Callable[["Importer", list, dict], Any]
-CONVERTERS: dict[str, Converter] = {**NN, **MATH, **SHAPE, **RNN, **LOGIC}
+CONVERTERS: dict[str, Converter] = {**NN, **MATH, **SHAPE, **RNN, **LOGIC, **QUANT}
 
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike,

@@ -14,8 +14,9 @@ import numpy as np
 
 from tessel import ir, te
 from tessel.graph.ir import TensorType, check
-from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, bcast, broadcast_shape,
-                                      define, elementwise, f64, ints, numbers, split_pads)
+from tessel.graph.opdefs.base import (INTS, REQUIRED, Arg, Attrs, Example, bcast,
+                                      broadcast_shape, define, elementwise, f64, ints, numbers,
+                                      split_pads)
 from tessel.ops import nn
 from tessel.ops import reference as ref
 from tessel.ops.common import named
@@ -267,6 +268,40 @@ define("matmul", "anchor", _matmul_infer, _matmul_lower,
        examples=[Example(((7, 5), (5, 3))), Example(((2, 7, 5), (5, 3))),
                  Example(((2, 1, 7, 5), (3, 5, 11))), Example(((7, 5), (3, 5, 2))),
                  Example(((2, 19, 5), (5, 23)))])  # padded rows and columns
+
+
+def _integer_product(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    """Two 8-bit (or wider) integer operands, each its own dtype; an int32 product."""
+    for t in inputs:
+        check(t.dtype in INTS and t.dtype not in ("int64", "uint64", "uint32"),
+              f"node {label}: {t.dtype} operands are not supported; it takes int8, uint8, "
+              f"int16, uint16 or int32")
+    return "int32"
+
+
+def _matmul_integer_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    """ONNX MatMulInteger without zero points: int32(x) @ int32(y), in the form the int8
+    dot-product intrinsics match (tessel.intrin), so u8 x s8 products tile around them."""
+    x, y = args
+    k = te.reduce_axis(x.shape[-1], name="k")
+    batch = out.shape[:-2]
+
+    def body(*idx: ir.Expr) -> ir.Expr:
+        b, i, j = idx[:-2], idx[-2], idx[-1]
+        xb, yb = bcast(b, x.shape[:-2], batch), bcast(b, y.shape[:-2], batch)
+        return te.sum(te.cast("int32", x[(*xb, i, k)]) * te.cast("int32", y[(*yb, k, j)]),
+                      axis=k)
+
+    return te.compute(out.shape, named(body, _mm_names(len(out.shape))), name=name)
+
+
+define("matmul_integer", "anchor", _matmul_infer, _matmul_integer_lower,
+       lambda args, a, out: np.matmul(args[0].astype(np.int64), args[1].astype(np.int64)),
+       inputs=(2, 2), layout="barrier", dtype=_integer_product,
+       torch=lambda t, a, b: t.matmul(a.to(t.int64), b.to(t.int64)).to(t.int32),
+       examples=[Example(((7, 5), (5, 3)), dtypes=("uint8", "int8")),
+                 Example(((2, 7, 20), (20, 32)), dtypes=("uint8", "int8")),
+                 Example(((3, 9), (9, 4)), dtypes=("int8", "int8"))])
 
 
 # ---- pooling ----

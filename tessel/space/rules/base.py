@@ -101,19 +101,26 @@ class LoopInfo:
 
 def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
     """The block's loops, each binding exactly one of its iter vars directly (an untiled
-    block), or None when the bindings are anything else."""
+    block), or None when the bindings are anything else. An iter var of extent 1 bound to 0
+    (a primitive simplified its unit loop's variable away) pairs with a unit loop that binds
+    nothing."""
     realize = block_realize(sch, block)
     loops = sch.get_loops(block)
     nodes = [sch.get(l) for l in loops]
     by_var = {n.loop_var: (l, n) for l, n in zip(loops, nodes)}
-    if len(realize.iter_values) != len(loops) or not ir.is_true(realize.predicate):
+    if not ir.is_true(realize.predicate):
         return None
-    infos = []
+    infos, unbound = [], 0
     for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if iv.extent == 1 and ir.as_int(value) == 0:
+            unbound += 1
+            continue
         if not isinstance(value, Var) or value not in by_var:
             return None
         loop, node = by_var.pop(value)
         infos.append((nodes.index(node), LoopInfo(loop, node.extent, iv.kind, iv.var)))
+    if len(by_var) != unbound or any(node.extent != 1 for _, node in by_var.values()):
+        return None
     return [info for _, info in sorted(infos, key=lambda x: x[0])]
 
 

@@ -1,0 +1,150 @@
+"""ONNX converters of quantized models (`QUANT`, merged into `onnx_import.CONVERTERS`):
+QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul.
+
+Quantization is affine: real = (q - zero_point) * scale, per tensor or per slice along `axis`.
+QuantizeLinear rounds half to even and saturates to the zero point's type (uint8 without
+one); both directions are elementwise graph operators (div, round, add, clip, cast; cast,
+sub, mul), which fuse into the kernels around them. A DequantizeLinear of a constant (a
+weight) folds at import (onnx_fold).
+
+MatMulInteger is the int32 product (A - a_zp) @ (B - b_zp). Where B is a constant without a
+zero point (int8 weights are symmetric, as onnxruntime's quantizers make them), it is the
+graph operator matmul_integer on the 8-bit operands themselves, which the int8 dot-product
+intrinsics compute (tessel.intrin), minus a_zp times B's column sums (a constant): the
+correction is elementwise and fuses into the product's kernel. Otherwise each operand is
+widened to int32 and its zero point subtracted first (exact, without the intrinsics).
+QLinearMatMul is that product scaled by a_scale * b_scale and quantized to y's scale and
+zero point.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tessel.graph.frontend.context import Const, Value
+
+if TYPE_CHECKING:
+    from tessel.graph.frontend.onnx_import import Converter, Importer
+
+_RANGE = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
+          "int16": (-32768, 32767)}
+
+
+def _along(ctx: Importer, v: Value, axis: int, rank: int) -> Value:
+    """A scale or zero point: a scalar as is, a 1-D one shaped to broadcast along `axis`."""
+    shape = ctx.shape(v)
+    if len(shape) == 0 or shape == (1,) and rank != 1:
+        return ctx.reshape(v, ())
+    ctx.check(len(shape) == 1, f"a scale or zero point of shape {shape}: only per-tensor and "
+                               f"per-axis (1-D) quantization is supported (not blocked)")
+    dims = [1] * rank
+    dims[axis % rank] = shape[0]
+    return ctx.reshape(v, dims)
+
+
+def _as(ctx: Importer, v: Value, dtype: str) -> Value:
+    """`v` in `dtype`: a constant converted at import, a graph value through a cast node."""
+    if ctx.dtype(v) == dtype:
+        return v
+    if isinstance(v, Const):
+        return ctx.derive(v, v.array.astype(dtype), dtype)
+    return ctx.emit("cast", [v], to=dtype)
+
+
+def _zero(ctx: Importer, zp: Value | None) -> bool:
+    return zp is None or isinstance(zp, Const) and not np.any(zp.array)
+
+
+def quantize(ctx: Importer, x: Value, scale: Value, zp: Value | None, axis: int,
+             dtype: str) -> Value:
+    """saturate(round_half_even(x / scale) + zp) in `dtype`: the node's output."""
+    ctx.check(dtype in _RANGE, f"quantizing to {dtype} is not supported; tessel quantizes to "
+                               f"{', '.join(_RANGE)}")
+    rank = len(ctx.shape(x))
+    q = ctx.emit("round", [ctx.emit("div", [x, _along(ctx, _as(ctx, scale, "float32"), axis,
+                                                          rank)])])
+    if not _zero(ctx, zp):
+        q = ctx.emit("add", [q, _along(ctx, _as(ctx, zp, "float32"), axis, rank)])
+    lo, hi = _RANGE[dtype]
+    return ctx.out("cast", [ctx.emit("clip", [q], min=float(lo), max=float(hi))], to=dtype)
+
+
+def _quantize_linear(ctx: Importer, ins: list, attrs: dict) -> Value:
+    zp = ins[2] if len(ins) > 2 else None
+    dtype = ctx.dtype(zp) if zp is not None else "uint8"
+    return quantize(ctx, ins[0], ins[1], zp, int(attrs.get("axis", 1)), dtype)
+
+
+def _dequantize_linear(ctx: Importer, ins: list, attrs: dict) -> Value:
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    axis, rank = int(attrs.get("axis", 1)), len(ctx.shape(x))
+    y = _as(ctx, x, "float32")
+    if not _zero(ctx, zp):
+        y = ctx.emit("sub", [y, _along(ctx, _as(ctx, zp, "float32"), axis, rank)])
+    return ctx.out("mul", [y, _along(ctx, _as(ctx, scale, "float32"), axis, rank)])
+
+
+def _dynamic_quantize_linear(ctx: Importer, ins: list, attrs: dict) -> list[Value]:
+    """uint8 with a scale and zero point from the data's range (0 included), computed on
+    every run: scale = (max - min) / 255, zero point = saturate(round(-min / scale))."""
+    x = ins[0]
+    axes = tuple(range(len(ctx.shape(x))))
+    hi = ctx.emit("maximum", [ctx.reshape(ctx.emit("reduce_max", [x], axes=axes,
+                                                   keepdims=False), ()), ctx.scalar(0.0)])
+    lo = ctx.emit("minimum", [ctx.reshape(ctx.emit("reduce_min", [x], axes=axes,
+                                                   keepdims=False), ()), ctx.scalar(0.0)])
+    scale = ctx.emit("div", [ctx.emit("sub", [hi, lo]), ctx.scalar(255.0)])
+    zp_f = ctx.emit("clip", [ctx.emit("round", [ctx.emit("div", [ctx.emit("neg", [lo]), scale])])],
+                    min=0.0, max=255.0)
+    zp = ctx.emit("cast", [zp_f], to="uint8")
+    q = ctx.emit("add", [ctx.emit("round", [ctx.emit("div", [x, scale])]), zp_f])
+    y = ctx.out("cast", [ctx.emit("clip", [q], min=0.0, max=255.0)], to="uint8")
+    return [y, scale, zp]
+
+
+def integer_product(ctx: Importer, a: Value, b: Value, a_zp: Value | None,
+                    b_zp: Value | None, final: bool) -> Value:
+    """int32 (a - a_zp) @ (b - b_zp) (the node's output when `final`)."""
+    done = ctx.out if final else ctx.emit
+    a_shape = ctx.shape(a)
+    a_scalar = a_zp is None or len(ctx.shape(a_zp)) == 0 or ctx.shape(a_zp) == (1,)
+    if isinstance(b, Const) and _zero(ctx, b_zp) and a_scalar:
+        if _zero(ctx, a_zp):
+            return done("matmul_integer", [a, b])
+        product = ctx.emit("matmul_integer", [a, b])
+        sums = ctx.derive(b, b.array.astype(np.int64).sum(axis=-2).astype(np.int32), "colsum")
+        shift = ctx.emit("mul", [_as(ctx, ctx.reshape(a_zp, ()), "int32"), sums])
+        return done("sub", [product, shift])
+    wide = []
+    for v, zp, axis in ((a, a_zp, len(a_shape) - 2), (b, b_zp, len(ctx.shape(b)) - 1)):
+        v32 = _as(ctx, v, "int32")
+        if not _zero(ctx, zp):  # a's per row (axis -2), b's per column (axis -1)
+            v32 = ctx.emit("sub", [v32, _along(ctx, _as(ctx, zp, "int32"), axis,
+                                               len(ctx.shape(v)))])
+        wide.append(v32)
+    return done("matmul_integer", wide)
+
+
+def _matmul_integer(ctx: Importer, ins: list, attrs: dict) -> Value:
+    zps = [ins[i] if len(ins) > i else None for i in (2, 3)]
+    return integer_product(ctx, ins[0], ins[1], *zps, final=True)
+
+
+def _qlinear_matmul(ctx: Importer, ins: list, attrs: dict) -> Value:
+    a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = ins
+    acc = _as(ctx, integer_product(ctx, a, b, a_zp, b_zp, final=False), "float32")
+    scale = ctx.emit("mul", [_along(ctx, _as(ctx, a_scale, "float32"), -1, 1),
+                             _along(ctx, _as(ctx, b_scale, "float32"), -1, 1)])
+    real = ctx.emit("mul", [acc, scale])
+    return quantize(ctx, real, y_scale, y_zp, -1, ctx.dtype(y_zp))
+
+
+QUANT: dict[str, Converter] = {
+    "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
+    "DynamicQuantizeLinear": _dynamic_quantize_linear, "MatMulInteger": _matmul_integer,
+    "QLinearMatMul": _qlinear_matmul,
+}
+
+__all__ = ["QUANT", "quantize", "integer_product"]

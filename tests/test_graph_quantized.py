@@ -1,0 +1,123 @@
+"""Quantized ONNX models, made by onnxruntime's own tools, against onnxruntime: a dynamically
+quantized MLP (DynamicQuantizeLinear, MatMulInteger with int8 weights) exactly where the
+arithmetic is exact, a statically quantized (QDQ) convolution net within one quantization
+step, and the int8 product tiled around the host's dot-product intrinsic."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+quantization = pytest.importorskip("onnxruntime.quantization")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tessel  # noqa: E402
+from tessel import intrin  # noqa: E402
+from tessel.graph.compiler.tasks import model_tasks  # noqa: E402
+from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
+from tessel.space import make_space  # noqa: E402
+from tessel.space.priors import prior_schedules  # noqa: E402
+
+
+def _mlp(path, rows=6, width=40, hidden=48, seed=0):
+    """x (rows, width) -> MatMul -> Add -> Relu -> MatMul -> Add, float32 weights."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = (rng.standard_normal(s).astype(np.float32) * 0.2 for s in ((width, hidden),
+                                                                     (hidden, 24)))
+    b1, b2 = (rng.standard_normal(n).astype(np.float32) for n in (hidden, 24))
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"],
+                                                                               ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"),
+                                                        (b2, "b2"))]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [rows, width])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [rows, 24])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
+
+
+def _ort(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def test_dynamically_quantized_mlp_matches_onnxruntime(tmp_path):
+    fp, qp = tmp_path / "mlp.onnx", tmp_path / "mlp_int8.onnx"
+    _mlp(fp)
+    quantization.quantize_dynamic(str(fp), str(qp), weight_type=quantization.QuantType.QInt8)
+    ops_ = {n.op_type for n in onnx.load(qp).graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops_
+    x = np.random.default_rng(1).standard_normal((6, 40)).astype(np.float32)
+    want = _ort(qp, x)
+    got = tessel.compile_model(str(qp))(x)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert np.abs(got - _ort(fp, x)).max() > 1e-4  # it is the int8 model, not the float one
+
+
+def test_int8_product_is_tiled_around_the_hosts_intrinsic(tmp_path):
+    """The weights' MatMulInteger is matmul_integer on u8 x s8 (the zero point's correction
+    fused after it): its expert priors tensorize it where the host has an intrinsic (the
+    widest whose lanes divide the columns)."""
+    fp, qp = tmp_path / "mlp.onnx", tmp_path / "mlp_int8.onnx"
+    _mlp(fp, rows=16, width=64, hidden=64)
+    quantization.quantize_dynamic(str(fp), str(qp), weight_type=quantization.QuantType.QInt8)
+    host = tessel.Target("host")
+    names = {s.name for s in intrin.for_target(host)
+             if [p.dtype for p in s.desc.params[:2]] == ["uint8", "int8"]}
+    if not names:
+        pytest.skip(f"this host ({host}) has no u8 x s8 intrinsic")
+    tasks = [t for t in model_tasks(from_onnx(str(qp)), host)[1]
+             if "matmul_integer" in t.name]
+    assert len(tasks) == 2  # 64 columns: 16 lanes on AVX-512; 24: 8 lanes
+    for task in tasks:
+        programs = prior_schedules(make_space("auto", host), task.workload, limit=2)
+        assert programs and all(
+            any(i.kind == "annotate" and dict(i.args)["value"] in names
+                for i in p.trace.instructions) for p in programs)
+
+
+def _convnet(path, seed=0):
+    """x (1, 3, 12, 12) -> Conv 3x3 (8) -> Relu -> Conv 1x1 (5)."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    w2 = rng.standard_normal((5, 8, 1, 1)).astype(np.float32) * 0.3
+    b1, b2 = rng.standard_normal(8).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Conv", ["r", "w2", "b2"],
+                                                                      ["y"])]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"),
+                                                        (b2, "b2"))]
+    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 12, 12])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 5, 12, 12])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+class _Batches(quantization.CalibrationDataReader):
+    def __init__(self):
+        rng = np.random.default_rng(7)
+        self.batches = iter([{"x": rng.standard_normal((1, 3, 12, 12)).astype(np.float32)}
+                             for _ in range(4)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def test_qdq_convnet_matches_onnxruntime_within_one_quantization_step(tmp_path):
+    fp, qp = tmp_path / "convnet.onnx", tmp_path / "convnet_qdq.onnx"
+    _convnet(fp)
+    quantization.quantize_static(str(fp), str(qp), _Batches(),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 weight_type=quantization.QuantType.QInt8)
+    model = onnx.load(qp)
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in model.graph.node}
+    # the output's quantization step: the scale of the last QuantizeLinear
+    scales = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    last_q = [n for n in model.graph.node if n.op_type == "QuantizeLinear"][-1]
+    step = float(scales[last_q.input[1]])
+    x = np.random.default_rng(3).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    want = _ort(qp, x)
+    got = tessel.compile_model(str(qp))(x)[0]
+    assert np.abs(got - want).max() <= step * 1.001
+    assert np.mean(got == want) > 0.9  # almost every element exactly

@@ -25,6 +25,16 @@ figure.
 
 With several --db, each database is a runner of its own ("tessel <file stem>"), timed in the
 same interleaved rounds: two tunings of one model compared on equal terms.
+
+With --quantized, each model is quantized by onnxruntime's own tools first: a model with
+convolutions statically (QDQ, int8 per-channel weights, uint8 activations calibrated on a few
+random batches), the others dynamically (int8 weights, MatMulInteger). onnxruntime and tessel
+run the int8 model; "onnxruntime fp32" and "tessel fp32" (tuned with --fp32-db) the float
+model, in the same rounds; each runner's output is checked against the first of its kind.
+
+    tessel tune-model bert_int8.onnx --trials 800 --db bert_int8.db
+    python benchmarks/model_latency.py --models bert_layer --quantized --db bert_int8.db \
+        --fp32-db models.db
 """
 from __future__ import annotations
 
@@ -44,6 +54,8 @@ from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS
 
 
 RUNTIMES = ("onnxruntime", "torch")
+FP32 = "fp32"  # the path of the float model, beside the int8 one ("") with --quantized
+FP32_LABELS = ("onnxruntime fp32", "tessel fp32")
 VARIANTS = {"tessel unscheduled": (False, "unscheduled"), "tessel prior": (False, "prior"),
             "tessel tuned": (True, "prior")}  # label -> (uses the database, fallback)
 
@@ -62,7 +74,7 @@ def tuned_labels(dbs: list[str]) -> dict[str, str]:
 def _make(label: str, name: str, kwargs: dict, db: str | None, path: str, layout: str):
     """The callable `label` runs for model `name` (numpy arrays in), built in this process
     from the model's ONNX file `path`."""
-    if label == "onnxruntime":
+    if label in ("onnxruntime", "onnxruntime fp32"):
         import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = os.cpu_count() or 1
@@ -79,7 +91,7 @@ def _make(label: str, name: str, kwargs: dict, db: str | None, path: str, layout
                 out = module(*(torch.from_numpy(x) for x in xs))
                 return (out[0] if isinstance(out, (tuple, list)) else out).numpy()
         return call
-    use_db, fallback = VARIANTS.get(label, (True, "prior"))  # "tessel <stem>": a database's
+    use_db, fallback = VARIANTS.get(label, (db is not None, "prior"))  # "tessel <stem>": a db's
     model = tessel.compile_model(path, database=db if use_db else None, fallback=fallback,
                                  layout=layout)
     print(f"{name}: {label}: {model.report().splitlines()[0]}", flush=True)
@@ -137,11 +149,12 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
     """Worker process: build one runner, send its output and the memory it took (MB: peak,
     resident; None for torch or without /proc), then time it on request."""
     # the runtime's own libraries are loaded before measuring: the figure is the model's
-    __import__("onnxruntime" if label == "onnxruntime" else "torch" if label == "torch"
-               else "onnx")
+    __import__("onnxruntime" if label.startswith("onnxruntime") else "torch"
+               if label == "torch" else "onnx")
     measured = label != "torch" and _reset_peak()
     before = _memory_kb()
-    fn = _make(label, name, kwargs, db, path, layout)
+    fn = _make(label, name, kwargs, db, path[FP32] if label in FP32_LABELS else path[""],
+               layout)
     out = np.asarray(fn(*feeds))
     after = _memory_kb()
     mem = None
@@ -158,7 +171,7 @@ def _serve(conn, label: str, name: str, kwargs: dict, db: str | None, feeds: lis
 
 
 def measure(name: str, labels: list[str], dbs: dict[str, str], image: int | None, rounds: int,
-            budget_s: float, layout: str = DEFAULT_LAYOUT
+            budget_s: float, layout: str = DEFAULT_LAYOUT, quantized: bool = False
             ) -> tuple[dict[str, float], dict[str, tuple[float, float] | None]]:
     """Median seconds per call of each runner. Each runner lives in its own process (thread
     pools of different runtimes in one process slow each other down) and only one process
@@ -170,8 +183,12 @@ def measure(name: str, labels: list[str], dbs: dict[str, str], image: int | None
     feeds = [e.numpy() for e in build_model(name, kwargs)[1]]
     ctx = mp.get_context("spawn")
     tmp = tempfile.TemporaryDirectory()
-    path = str(Path(tmp.name) / f"{name}.onnx")
-    write_onnx(name, kwargs, path)
+    fp32 = str(Path(tmp.name) / f"{name}.onnx")
+    write_onnx(name, kwargs, fp32)
+    path = {"": fp32, FP32: fp32}
+    if quantized:
+        path[""] = str(Path(tmp.name) / f"{name}_int8.onnx")
+        print(f"{name}: quantized {quantize_onnx(fp32, path[''], feeds)}", flush=True)
     workers, memory = {}, {}
     samples: dict[str, list[float]] = {k: [] for k in labels}
     try:
@@ -194,9 +211,10 @@ def measure(name: str, labels: list[str], dbs: dict[str, str], image: int | None
 
 
 def _start(workers: dict, memory: dict, labels: list[str], ctx, name: str, kwargs: dict,
-           dbs: dict[str, str], feeds: list, path: str, layout: str) -> None:
+           dbs: dict[str, str], feeds: list, path: dict[str, str], layout: str) -> None:
     """One worker process per runner, built one at a time (compiling is CPU-heavy too); each
-    one's output checked against the first's."""
+    one's output checked against the first's of its kind (the float or the int8 model)."""
+    expected: dict[bool, np.ndarray] = {}
     for label in labels:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, label, name, kwargs, dbs.get(label),
@@ -204,12 +222,41 @@ def _start(workers: dict, memory: dict, labels: list[str], ctx, name: str, kwarg
         proc.start()
         workers[label] = (parent, proc)
         out, memory[label] = _receive(parent, proc, label)
-        if label != labels[0]:
-            err = float(np.max(np.abs(out - expected)))
-            print(f"{name}: {label}: max |err| vs {labels[0]} {err:.1e}", flush=True)
-            assert err < 1e-2 * max(1.0, float(np.max(np.abs(expected)))), (label, err)
+        kind = label in FP32_LABELS
+        if kind in expected:
+            want = expected[kind]
+            err = float(np.max(np.abs(out - want)))
+            print(f"{name}: {label}: max |err| {err:.1e}", flush=True)
+            assert err < 1e-2 * max(1.0, float(np.max(np.abs(want)))), (label, err)
         else:
-            expected = out
+            expected[kind] = out
+
+
+def quantize_onnx(path: str, out: str, feeds: list) -> str:
+    """Quantize the ONNX model at `path` into `out` with onnxruntime's tools: statically (QDQ,
+    per-channel int8 weights, uint8 activations calibrated on the feeds and three random
+    batches like them) when it has convolutions, else dynamically (int8 weights). Returns
+    how."""
+    import onnx
+    from onnxruntime import quantization as q
+    model = onnx.load(path)
+    if not any(n.op_type == "Conv" for n in model.graph.node):
+        q.quantize_dynamic(path, out, weight_type=q.QuantType.QInt8)
+        return "dynamically (int8 weights)"
+    names = [i.name for i in model.graph.input]
+    rng = np.random.default_rng(0)
+    batches = [feeds] + [[rng.standard_normal(f.shape).astype(f.dtype) for f in feeds]
+                         for _ in range(3)]
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self):
+            self.left = iter(dict(zip(names, b)) for b in batches)
+
+        def get_next(self):
+            return next(self.left, None)
+    q.quantize_static(path, out, Reader(), quant_format=q.QuantFormat.QDQ, per_channel=True,
+                      weight_type=q.QuantType.QInt8, activation_type=q.QuantType.QUInt8)
+    return "statically (QDQ, per-channel int8 weights, 4 calibration batches)"
 
 
 def _receive(conn, proc, label: str):
@@ -263,6 +310,10 @@ def main() -> None:
                    help="leave out the unscheduled variant (seconds per call on the big CNNs)")
     p.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
                    help="tessel's convolution layout (tune the database in the same one)")
+    p.add_argument("--quantized", action="store_true", help="time the models quantized by "
+                   "onnxruntime's tools, beside their float versions")
+    p.add_argument("--fp32-db", default=None, help="with --quantized: the database of the "
+                   "float model's tuning (tessel fp32)")
     p.add_argument("--out", default=None, help="save a bar plot here")
     args = p.parse_args()
     for db in args.db:
@@ -275,12 +326,16 @@ def main() -> None:
     print(f"target: {tessel.Target('host')}")
     dbs = tuned_labels(args.db) if args.db else {}
     labels = [*RUNTIMES, *(k for k, (db, _) in VARIANTS.items() if not db), *dbs]
-    if args.skip_unscheduled:
+    if args.skip_unscheduled or args.quantized:
         labels.remove("tessel unscheduled")
+    if args.quantized:  # torch has no quantized twin of the model here
+        labels = [k for k in labels if k != "torch"] + list(FP32_LABELS)
+        if args.fp32_db:
+            dbs["tessel fp32"] = args.fp32_db
     rows, memory = {}, {}
     for name in args.models.split(","):
         rows[name], memory[name] = measure(name, labels, dbs, args.image, args.rounds,
-                                           args.budget, args.layout)
+                                           args.budget, args.layout, args.quantized)
     width = max(len(k) for k in labels) + 2
     print("\nlatency in ms (median) and speed relative to onnxruntime in the same run")
     print(f"{'model':<17}" + "".join(f"{k:>{width}}" for k in labels))

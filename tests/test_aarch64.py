@@ -223,3 +223,17 @@ def test_int8_dot_product_intrinsics_match_numpy(name, extreme):
     mod(a, b, c)
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
     assert f"\t{name.split('_')[-1]}\t" in mod.asm()  # the instruction itself
+
+
+@pytest.mark.parametrize("fn", ["floor", "ceil"])
+def test_floor_and_ceil_are_neon_rounding_instructions(fn):
+    """vrndmq / vrndpq on 4 float lanes: numpy's values at halves, infinities, NaN, -0."""
+    from test_codegen_simd import EDGES, vector_map
+    n = len(EDGES)
+    func = vector_map(n, lambda A, i: ir.call(fn, A[i]))
+    a = np.concatenate([EDGES, np.zeros(8, np.float32)])
+    out = np.zeros(n, np.float32)
+    mod = tessel.build(func, AARCH64)
+    mod(a, out)
+    np.testing.assert_array_equal(out, getattr(np, fn)(a[:n]))
+    assert f"vrnd{'m' if fn == 'floor' else 'p'}q_f32" in mod.source

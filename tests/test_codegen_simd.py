@@ -721,3 +721,47 @@ def test_schedule_primitives_reach_registers(cache_dir):
     np.testing.assert_allclose(run(sch.func, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
     source = build(sch.func, AVX2, cache_dir=cache_dir).source
     assert re.search(r"tessel_f32x8 C_local_0 = tessel_f32x8_load\(&C_local\[", source)
+
+
+EDGES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997, np.inf, -np.inf,
+                  np.nan, 1e30, -1e30, 8388607.5, -8388607.5, 16777217.0, -0.0, 0.0, 3.0],
+                 np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fn", ["floor", "ceil"])
+def test_floor_and_ceil_are_vectors_exact_at_the_edges(cache_dir, fn, dtype):
+    """floor and ceil through tessel's helpers (the ISA's rounding instruction: roundps,
+    vrndscaleps; lanes one by one elsewhere): equal to numpy's at halves, beyond 2**23, at
+    infinities, NaN and signed zeros."""
+    n = len(EDGES)
+    func = vector_map(n, lambda A, i: ir.call(fn, A[i]), (dtype, dtype))
+    a = np.concatenate([EDGES, np.zeros(8, np.float32)]).astype(dtype)
+    got = run(func, cache_dir, a)
+    want = getattr(np, fn)(a[:n])
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    source = generate_c(func, AVX2)
+    lanes = 8 if dtype == "float32" else 4
+    assert f"tessel_{'f32' if dtype == 'float32' else 'f64'}x{lanes}_{fn}(" in source
+    assert "#pragma omp simd" not in source
+
+
+@pytest.mark.parametrize("narrow", ["uint8", "int8", "int16"])
+def test_a_converted_narrow_integer_is_loaded_and_stored_as_whole_vectors(cache_dir, narrow):
+    """QuantizeLinear's round-and-saturate into uint8, DequantizeLinear's conversion back:
+    the narrow ints are converted at the load and at the store, not a scalar loop."""
+    lo, hi = (0, 255) if narrow == "uint8" else (-128, 127) if narrow == "int8" else (-999, 999)
+    n = 37
+    quant = vector_map(n, lambda A, i: ir.cast(narrow, ir.max_(ir.min_(
+        ir.call("floor", A[i] * 40.0 + 0.5), float(hi)), float(lo))), ("float32", narrow))
+    a = rand(n + 8)
+    want = np.clip(np.floor(a[:n] * 40 + 0.5), lo, hi).astype(narrow)
+    np.testing.assert_array_equal(run(quant, cache_dir, a), want)
+    dequant = vector_map(n, lambda A, i: ir.cast("float32", A[i]) * 0.25, (narrow, "float32"))
+    q = np.random.default_rng(2).integers(lo, hi + 1, n + 8).astype(narrow)
+    np.testing.assert_array_equal(run(dequant, cache_dir, q), q[:n].astype(np.float32) * 0.25)
+    short = {"uint8": "u8", "int8": "i8", "int16": "i16"}[narrow]
+    for func, fn in ((quant, "store(&O["), (dequant, "load(&A[")):
+        source = generate_c(func, AVX2)
+        assert f"tessel_{short}x8_{fn}" in source and "#pragma omp simd" not in source

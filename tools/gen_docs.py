@@ -37,7 +37,8 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PAPER = ROOT / "benchmarks" / "paper" / "README.md"
-API_MODULES = ("tessel", "tessel.te", "tessel.ops", "tessel.schedule", "tessel.space",
+API_MODULES = ("tessel", "tessel.te", "tessel.ops", "tessel.schedule", "tessel.intrin",
+               "tessel.space",
                "tessel.search", "tessel.cost_model", "tessel.measure", "tessel.database",
                "tessel.tuning", "tessel.codegen", "tessel.graph", "tessel.graph.compiler",
                "tessel.graph.runtime", "tessel.graph.frontend.models")

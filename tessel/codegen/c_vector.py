@@ -89,6 +89,8 @@ class KernelExprs(ExprPrinter):
         return f"__builtin_convertvector({minus}{self(e.value)}, {t})", PRIMARY
 
     def _vectorcall(self, e: VectorCall) -> tuple[str, int]:
+        if not e.symbol:  # floor, ceil: a helper of tessel's (_rounding_source)
+            return f"{self.type_of(e.dtype, e.lanes, e.name)}({self(e.args[0])})", PRIMARY
         self.vtypes.add((e.dtype, e.lanes, f"mvec {e.symbol} {len(e.args)}"))
         args = [self(a) for a in e.args]
         if e.name == "sigmoid":
@@ -128,8 +130,10 @@ def _type_source(dtype: str, width: int) -> list[str]:
 
 def _function_source(dtype: str, width: int, fn: str) -> str:
     t, elem = vtype(dtype, width), C_TYPES[dtype]
-    if fn == "load":  # the one helper of a tensor intrinsic's narrow operands
+    if fn == "load":
         return f"static inline {t} {t}_load(const {elem}* p) {{ return *(const {t}_u*)p; }}"
+    if fn == "store":
+        return f"static inline void {t}_store({elem}* p, {t} v) {{ *({t}_u*)p = v; }}"
     m = vtype(MASK_DTYPE[dtype], width)
     return {
         "load": f"static inline {t} {t}_load(const {elem}* p) {{ return *(const {t}_u*)p; }}",
@@ -170,6 +174,38 @@ def _minmax_source(op: str, dtype: str, width: int) -> str:
     if (dtype, width) in _X86_MINMAX:
         lines.append("#endif")
     lines += [f"    return ({t})(({m})r | (a != a));", "}"]
+    return "\n".join(lines)
+
+
+# x86's rounding instructions by (dtype, lanes): guard, the intrinsic's suffix and vector type
+_X86_ROUND = {("float32", 4): ("__SSE4_1__", "_mm_round_ps", "__m128"),
+              ("float64", 2): ("__SSE4_1__", "_mm_round_pd", "__m128d"),
+              ("float32", 8): ("__AVX__", "_mm256_round_ps", "__m256"),
+              ("float64", 4): ("__AVX__", "_mm256_round_pd", "__m256d"),
+              ("float32", 16): ("__AVX512F__", "_mm512_roundscale_ps", "__m512"),
+              ("float64", 8): ("__AVX512F__", "_mm512_roundscale_pd", "__m512d")}
+_ARM_ROUND = {("float32", 4): ("vrnd{}q_f32", "float32x4_t"),
+              ("float64", 2): ("vrnd{}q_f64", "float64x2_t")}
+
+
+def _rounding_source(dtype: str, width: int, fn: str) -> str:
+    """floor or ceil of a vector: the ISA's rounding instruction where the target has one
+    for this width (x86 SSE4.1 / AVX / AVX-512, AArch64 NEON), else lane by lane. Exact and
+    without exceptions, as floorf."""
+    t, scalar = vtype(dtype, width), ("" if dtype == "float64" else "f")
+    mode = "0x09" if fn == "floor" else "0x0A"  # toward -inf / +inf, exceptions suppressed
+    lines = [f"static inline {t} {t}_{fn}({t} x) {{"]
+    if (dtype, width) in _X86_ROUND:
+        guard, name, native = _X86_ROUND[dtype, width]
+        lines += [f"#if defined({guard})", f"    return ({t}){name}(({native})x, {mode});",
+                  "#endif"]
+    if (dtype, width) in _ARM_ROUND:
+        name, native = _ARM_ROUND[dtype, width]
+        letter = "m" if fn == "floor" else "p"
+        lines += ["#if defined(__aarch64__)",
+                  f"    return ({t}){name.format(letter)}(({native})x);", "#endif"]
+    lines += [f"    {t} r;", f"    for (int i = 0; i < {width}; ++i) r[i] = {fn}{scalar}(x[i]);",
+              "    return r;", "}"]
     return "\n".join(lines)
 
 
@@ -216,6 +252,13 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     fns = ("load", "store", "splat", "select", "min", "max")
     lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
     lines += [_load_s2(d, w) for d, w in order if (d, w, "load_s2") in used]
+    rounding = [(d, w, fn) for d, w in order for fn in ("floor", "ceil") if (d, w, fn) in used]
+    if any((d, w) in _X86_ROUND for d, w, _ in rounding):
+        lines.insert(0, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>"
+                        "\n#endif")
+    if any((d, w) in _ARM_ROUND for d, w, _ in rounding):
+        lines.insert(0, "#if defined(__aarch64__)\n#include <arm_neon.h>\n#endif")
+    lines += [_rounding_source(d, w, fn) for d, w, fn in rounding]
     names = sorted(fn.split()[1] for _, _, fn in used if fn.startswith("intrin "))
     includes = sorted({h for n in names for h in intrin.get(n).includes})
     lines = [f"#include <{h}>" for h in includes] + lines + [_intrin_source(n) for n in names]

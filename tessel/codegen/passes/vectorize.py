@@ -30,6 +30,10 @@ from tessel.ir.expr import CMP_OPS, binop
 from tessel.target import Target
 
 VECTOR_DTYPES = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+# integers that are only loaded and converted, or converted and stored (quantized data: a
+# QuantizeLinear's uint8 output, a DequantizeLinear's input): contiguous vectors at the cast
+NARROW = ("int8", "uint8", "int16", "uint16")
+ROUNDED = ("floor", "ceil")  # vectorized by tessel's helpers (the ISA's rounding instruction)
 MASK_DTYPE = {"float32": "int32", "float64": "int64", "int32": "int32", "int64": "int64"}
 MAX_UNROLLED_CHUNKS = 4  # more full vectors than this become a loop over chunks
 
@@ -176,6 +180,8 @@ class _Chunk(StmtMutator):
         raise NotVectorizable(f"{type(s).__name__} has no vector form here")
 
     def store(self, s: BufferStore) -> Stmt:
+        if s.buffer.dtype in NARROW and isinstance(s.value, Cast):
+            return self.narrow_store(s)
         if s.buffer.dtype not in VECTOR_DTYPES:
             raise NotVectorizable(f"stores of {s.buffer.dtype} have no vector form here")
         if not any(self.varies(i) for i in s.indices):
@@ -192,6 +198,17 @@ class _Chunk(StmtMutator):
         targets = tuple(BufferLoad(s.buffer, self.lane_exprs(s.indices, k), s.buffer.dtype)
                         for k in range(self.width))
         return Scatter(targets, value)
+
+    def narrow_store(self, s: BufferStore) -> Stmt:
+        """A narrow integer store of a converted value: the value in its own vector dtype,
+        converted lane by lane (C's conversion, as the scalar cast) and stored whole."""
+        inner = s.value.value
+        self.check_dtype(inner.dtype)
+        form = flat_index(s.buffer, s.indices, self.env, self.ranges)
+        if form is None or form.lane != 1:
+            raise NotVectorizable(f"stores of {s.buffer.dtype} go whole vectors only")
+        value = VectorCast(self.vector(inner, inner.dtype), self.width, s.buffer.dtype)
+        return VectorStore(s.buffer, self.lane_exprs(s.indices, 0), value)
 
     def at_lane(self, s: Stmt, lane: int) -> Stmt:
         out = substitute_folding(s, {self.var: self.lane_value(lane)}, self.varies)
@@ -292,6 +309,19 @@ class _Chunk(StmtMutator):
             return self.lanes(e)
         return VectorOp(e.op, (self.vector(e.a), self.vector(e.b)), self.width, e.dtype)
 
+    def narrow_load(self, e: Cast) -> Expr:
+        """A narrow integer load converted to a vector dtype: loaded whole, converted."""
+        load = e.value
+        self.check_dtype(e.dtype)
+        if not self.varies(load):
+            return VectorCast(Broadcast(load, self.width, load.dtype), self.width, e.dtype)
+        form = flat_index(load.buffer, load.indices, self.env, self.ranges)
+        if form is None or form.lane != 1:
+            raise NotVectorizable(f"loads of {load.dtype} go whole vectors only")
+        narrow = VectorLoad(load.buffer, self.lane_exprs(load.indices, 0), self.width,
+                            load.dtype)
+        return VectorCast(narrow, self.width, e.dtype)
+
     def mask_vector(self, v: Expr, mask: str) -> Expr:
         """A boolean as a mask vector of integer dtype `mask`."""
         if lanes_of(v) == 1 or mask_of(v) != mask:
@@ -331,6 +361,8 @@ class _Chunk(StmtMutator):
         return span is not None and 0 <= span[0] and span[1] < load.buffer.size
 
     def _cast(self, e: Cast) -> Expr:
+        if e.value.dtype in NARROW and isinstance(e.value, BufferLoad) and e.dtype != "bool":
+            return self.narrow_load(e)
         value = self.render(e.value)
         if e.dtype == "bool":
             source = e.value.dtype
@@ -346,7 +378,12 @@ class _Chunk(StmtMutator):
 
     def _call(self, e: Call) -> Expr:
         """exp, log, tanh, erf, pow and sigmoid through the C library's vector variants
-        (glibc's libmvec) where the target has them; other intrinsics have no vector form."""
+        (glibc's libmvec) where the target has them; floor and ceil through tessel's own
+        helpers (the ISA's rounding instruction: c_vector.py, symbol ""); other intrinsics
+        have no vector form."""
+        if e.name in ROUNDED and e.dtype in ("float32", "float64"):
+            return VectorCall(e.name, "", (self.vector(e.args[0], e.dtype),), self.width,
+                              e.dtype)
         base = "exp" if e.name == "sigmoid" else e.name
         symbol = mvec_symbol(base, e.dtype, self.width, self.target)
         if symbol is None:
@@ -386,4 +423,4 @@ def mvec_symbol(name: str, dtype: str, width: int, target: Target) -> str | None
 
 
 __all__ = ["vectorize", "NotVectorizable", "chunk_plan", "choose_lanes", "mvec_symbol",
-           "Chunk", "VECTOR_DTYPES", "MASK_DTYPE"]
+           "Chunk", "VECTOR_DTYPES", "MASK_DTYPE", "NARROW", "ROUNDED"]

@@ -108,11 +108,16 @@ unary("hard_sigmoid",
 def round_te(v: ir.Expr) -> ir.Expr:
     """v rounded to the nearest integer, ties to even (ONNX, torch, numpy): floor(v), plus 1
     where v is past the half, plus floor(v) mod 2 where it is at the half; exact, since
-    v - floor(v) is, and floats from 2**23 on are integers (fraction 0; inf: NaN, not > 0.5)."""
+    v - floor(v) is, and floats from 2**23 on are integers (fraction 0; inf: NaN, not > 0.5).
+    Without a branch (the comparisons are 0 or 1): a quantizing kernel vectorizes (a select
+    on data kept the C compiler's vectorizer out: ONNX QuantizeLinear of 393K floats took
+    1.8 ms). floor(v) mod 2 is taken of floor(v) clamped to +-2**24, where it matters (a tie
+    is below 2**23), so an infinite v stays infinite."""
     f = te.floor(v)
     frac = v - f
-    tie = f + (f - 2.0 * te.floor(f * 0.5))  # the even one of f and f + 1
-    return te.if_then_else(frac > 0.5, f + 1.0, te.if_then_else(frac == 0.5, tie, f))
+    bounded = te.max(te.min(f, 16777216.0), -16777216.0)
+    odd = bounded - 2.0 * te.floor(bounded * 0.5)
+    return f + te.cast("float32", frac > 0.5) + te.cast("float32", frac == 0.5) * odd
 
 
 # sign: NaN stays NaN (numpy, ONNX Runtime; torch.sign gives 0)

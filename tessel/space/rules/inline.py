@@ -14,8 +14,9 @@ from tessel.space.rules.base import is_reduction
 class AutoInline:
     """`into_consumer`: compute_inline a spatial single-store block (transposes, exp, ...);
     `into_producer`: otherwise reverse_compute_inline it (epilogues such as bias add, ReLU).
-    Blocks with a condition in their value (padding) are left to RandomComputeLocation
-    unless `allow_if_then_else`, as MetaSchedule does on CPUs.
+    Blocks whose value branches on its indices (padding) are left to RandomComputeLocation
+    unless `allow_if_then_else`, as MetaSchedule does on CPUs; a branch on data values
+    (round half to even, sign, where) inlines like any arithmetic.
 
     `keep_shared_calls`: a producer that calls a math function (exp, tanh, ...) and feeds
     more than one consumer is not inlined here either. Inlined, every consumer computes the
@@ -49,8 +50,11 @@ class AutoInline:
 
 
 def has_condition(block: Block) -> bool:
-    return bool(ir.collect(block.body, ir.Select)) or any(
-        c.name == "if_then_else" for c in ir.collect(block.body, ir.Call))
+    """Whether the block's value branches on its indices (padding, a concatenation: a branch
+    reads only where the condition holds). A branch on data (round half to even, sign, a
+    where of a mask tensor) reads the same elements either way and does not count."""
+    return any(not ir.collect(s.cond, ir.BufferLoad) for s in ir.collect(block.body, ir.Select)) \
+        or any(c.name == "if_then_else" for c in ir.collect(block.body, ir.Call))
 
 
 COSTLY = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "pow"})  # tens of instructions

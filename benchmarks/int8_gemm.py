@@ -14,12 +14,13 @@ The schedule is gmm_schedule.py's for integers, with the innermost block tensori
 
 With --trials, the workload is also tuned in the auto space (MultiLevelTilingWithIntrin: the
 same structure with sampled tiles, the expert priors first) and the best program is timed
-beside the hand schedule. The intrinsic is the first of tessel.intrin.for_target(host) for u8 x s8 (VNNI-512 on an
-AVX-512 VNNI CPU, the exact 16-bit AVX2 path without VNNI). The *peak* is measured by a probe
-that runs that same intrinsic's C function on a 4 x 3 register tile in every thread (probe_source),
-as the fp32 peak is measured with FMAs. The references, timed in the same run, interleaved:
-onnxruntime's MatMulInteger (u8 x s8, its MLAS kernels) and torch._int_mm (s8 x s8), and
-tessel's own fp32 GMM of the same size (gmm_schedule.py's schedule).
+beside the hand schedule. The intrinsic is the first of tessel.intrin.for_target(host) for
+u8 x s8 (VNNI-512 on an AVX-512 VNNI CPU, the exact 16-bit AVX2 path without VNNI). The
+*peak* is measured by a probe that runs that same intrinsic's C function on a 4 x 3 register
+tile in every thread (probe_source), as the fp32 peak is measured with FMAs. The references,
+timed in the same run, interleaved: onnxruntime's MatMulInteger (u8 x s8, its MLAS kernels)
+and torch._int_mm (s8 x s8), and tessel's own fp32 GMM of the same size (gmm_schedule.py's
+schedule).
 """
 from __future__ import annotations
 

@@ -24,10 +24,9 @@ def _mlp(path, rows=6, width=40, hidden=48, seed=0):
     w1, w2 = (rng.standard_normal(s).astype(np.float32) * 0.2 for s in ((width, hidden),
                                                                      (hidden, 24)))
     b1, b2 = (rng.standard_normal(n).astype(np.float32) for n in (hidden, 24))
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"],
-                                                                               ["hb"]),
-             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["o"]),
-             helper.make_node("Add", ["o", "b2"], ["y"])]
+    nodes = [helper.make_node(op, ins, [out]) for op, ins, out in (
+        ("MatMul", ["x", "w1"], "h"), ("Add", ["h", "b1"], "hb"), ("Relu", ["hb"], "r"),
+        ("MatMul", ["r", "w2"], "o"), ("Add", ["o", "b2"], "y"))]
     inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"),
                                                         (b2, "b2"))]
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info(

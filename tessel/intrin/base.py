@@ -1,6 +1,7 @@
 """The tensor intrinsic's parts: TensorIntrin, the dot-product description, IntrinError."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tessel import ir, te
@@ -61,8 +62,7 @@ def _without_init(func: ir.PrimFunc) -> ir.PrimFunc:
     """`func` with its computing block's init dropped: a description accumulates."""
     def drop(node):
         if isinstance(node, ir.Block) and node.init is not None:
-            return ir.Block(node.name, node.iter_vars, node.reads, node.writes, node.body,
-                            None, node.alloc_buffers, dict(node.annotations))
+            return dataclasses.replace(node, init=None)
         return None
     return func.with_body(ir.transform(func.body, drop))
 

@@ -24,6 +24,7 @@ computation.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tessel import arith, ir
@@ -94,7 +95,7 @@ def _blockized(func: ir.PrimFunc, path: list[Any]) -> BlockRealize:
         inner_values.append(vo * radix + rest if radix > 1 else vo)
     moved = block.init is not None and any(_reduces(l.loop_var, inner) for l in loops)
     new_inner = BlockRealize(tuple(inner_values), ir.const(True),
-                             _without_init(block) if moved else block)
+                             dataclasses.replace(block, init=None) if moved else block)
     body = tree.wrap_loops(loops, new_inner)
     init = _outer_init(loops, new_inner, block) if moved else None
     name = unique_name(func, f"{block.name}_o")
@@ -144,11 +145,6 @@ def _divide(value: Expr, ana: arith.Analyzer, extents: dict[Var, int], iv: IterV
 def _reduces(var: Var, realize: BlockRealize) -> bool:
     return any(iv.kind == REDUCE and ir.uses_var(v, var)
                for iv, v in zip(realize.block.iter_vars, realize.iter_values))
-
-
-def _without_init(block: ir.Block) -> ir.Block:
-    return ir.Block(block.name, block.iter_vars, block.reads, block.writes, block.body, None,
-                    block.alloc_buffers, dict(block.annotations))
 
 
 def _outer_init(loops: list[For], inner: BlockRealize, block: ir.Block) -> ir.Stmt:

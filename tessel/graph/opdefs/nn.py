@@ -249,17 +249,24 @@ def _matmul_infer(inputs, attrs, label):
     return (*broadcast_shape([a[:-2], b[:-2]], label), a[-2], b[-1])
 
 
-def _matmul_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
-    x, y = args
+def _matmul_body(x: te.Tensor, y: te.Tensor, out: TensorType, to: str | None = None):
+    """The body of x @ y (numpy's broadcasting batch axes), of its operands cast `to` a
+    wider dtype when given."""
     k = te.reduce_axis(x.shape[-1], name="k")
     batch = out.shape[:-2]
 
     def body(*idx: ir.Expr) -> ir.Expr:
         b, i, j = idx[:-2], idx[-2], idx[-1]
         xb, yb = bcast(b, x.shape[:-2], batch), bcast(b, y.shape[:-2], batch)
-        return te.sum(x[(*xb, i, k)] * y[(*yb, k, j)], axis=k)
+        left, right = x[(*xb, i, k)], y[(*yb, k, j)]
+        if to is not None:
+            left, right = te.cast(to, left), te.cast(to, right)
+        return te.sum(left * right, axis=k)
+    return body
 
-    return product(out.shape, body, name)
+
+def _matmul_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    return product(out.shape, _matmul_body(args[0], args[1], out), name)
 
 
 define("matmul", "anchor", _matmul_infer, _matmul_lower,
@@ -282,16 +289,7 @@ def _integer_product(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
 def _matmul_integer_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     """ONNX MatMulInteger without zero points: int32(x) @ int32(y), in the form the int8
     dot-product intrinsics match (tessel.intrin), so u8 x s8 products tile around them."""
-    x, y = args
-    k = te.reduce_axis(x.shape[-1], name="k")
-    batch = out.shape[:-2]
-
-    def body(*idx: ir.Expr) -> ir.Expr:
-        b, i, j = idx[:-2], idx[-2], idx[-1]
-        xb, yb = bcast(b, x.shape[:-2], batch), bcast(b, y.shape[:-2], batch)
-        return te.sum(te.cast("int32", x[(*xb, i, k)]) * te.cast("int32", y[(*yb, k, j)]),
-                      axis=k)
-
+    body = _matmul_body(args[0], args[1], out, "int32")
     return te.compute(out.shape, named(body, _mm_names(len(out.shape))), name=name)
 
 

@@ -1,7 +1,9 @@
 """blockize and tensorize: expected IR, trace round trip, refusals, and every tensor intrinsic
 against numpy on random and extreme integers (run where the host has its features, compiled
 for the others on a host of their architecture; AArch64's under qemu: test_aarch64.py)."""
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from tessel import intrin, ir, ops
 from tessel.codegen import CodegenError
 from tessel.codegen.compiler import compile_shared
 from tessel.codegen.c import generate_c
+from tessel.ir.structural import structural_hash
 from tessel.schedule import Schedule, ScheduleError, Trace, tree
 from tessel.space import default_postprocs, make_space, postprocess
 from tessel.space.priors import ranked_priors
@@ -278,3 +281,46 @@ def test_dense_with_int8_weights_tensorizes_through_its_weight_layout():
         out = np.zeros((5, 48), np.int32)
         tessel.build(sch.func, HOST)(x, w, out)
         np.testing.assert_array_equal(out, x.astype(np.int64) @ w.astype(np.int64).T)
+
+
+# ---- traces written by an earlier tessel -----------------------------------------------------
+
+FIXTURE = json.loads((Path(__file__).parent / "data" / "tensorize_v2.json").read_text())
+
+
+@pytest.mark.parametrize("case", FIXTURE["cases"], ids=lambda c: f"{c['op']}-{c['scheduled'][:8]}")
+def test_a_stored_tensorized_trace_replays_to_the_program_it_made(case):
+    """Traces with blockize and tensorize stored by the tessel of tests/data/
+    make_tensorize_fixture.py (commit in the file) replay to the same programs (two of a
+    batched u8 x s8 matmul sampled from the auto space), which match numpy where the host
+    runs their intrinsic."""
+    func = getattr(ops, case["op"])(**case["args"])
+    sch = Trace.from_json(case["trace"]).apply(Schedule(func))
+    assert structural_hash(sch.func) == case["scheduled"]
+    names = [b.annotations.get(intrin.ANNOTATION) for b in ir.blocks(sch.func.body)]
+    spec = intrin.get(next(n for n in names if n))
+    if not runs_here(spec):
+        return
+    rng = np.random.default_rng(0)
+    a_dtype, b_dtype = (p.dtype for p in func.inputs)
+    ins = [rng.integers(-128 if d == "int8" else 0, 128 if d == "int8" else 256,
+                        p.shape).astype(d) for p, d in zip(func.inputs, (a_dtype, b_dtype))]
+    out = np.zeros(func.outputs[0].shape, np.int32)
+    tessel.build(sch.func, HOST)(*ins, out)
+    np.testing.assert_array_equal(out, np.matmul(ins[0].astype(np.int64),
+                                                 ins[1].astype(np.int64)))
+
+
+def test_a_batched_int8_matmul_tunes_and_matches_numpy(tmp_path):
+    """A held-out int8 workload (a batched u8 x s8 product of odd rows) through tessel.tune:
+    its programs tile around the host's intrinsic where it has one, and the best matches."""
+    func = ops.batch_matmul(3, 13, 32, 24, dtype="uint8", b_dtype="int8", out_dtype="int32")
+    result = tessel.tune(func, HOST, trials=8, database=str(tmp_path / "t.db"))
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (3, 13, 24)).astype(np.uint8)
+    b = rng.integers(-128, 128, (3, 24, 32)).astype(np.int8)
+    out = np.zeros((3, 13, 32), np.int32)
+    result.module(a, b, out)
+    np.testing.assert_array_equal(out, np.matmul(a.astype(np.int64), b.astype(np.int64)))
+    if any(s.desc.params[0].dtype == "uint8" for s in intrin.for_target(HOST)):
+        assert "tensorize" in result.best_trace.script()

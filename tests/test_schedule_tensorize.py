@@ -324,3 +324,19 @@ def test_a_batched_int8_matmul_tunes_and_matches_numpy(tmp_path):
     np.testing.assert_array_equal(out, np.matmul(a.astype(np.int64), b.astype(np.int64)))
     if any(s.desc.params[0].dtype == "uint8" for s in intrin.for_target(HOST)):
         assert "tensorize" in result.best_trace.script()
+
+
+def test_an_int8_1x1_convolution_of_odd_channels_tunes_and_matches_numpy(tmp_path):
+    """A held-out int8 convolution (13 -> 19 channels, 7 x 5, NCHW): no intrinsic fits its
+    layout (the channels of its input are H * W apart, the instruction wants them
+    consecutive), so it tunes in the plain space, and matches."""
+    func = ops.conv2d(1, 13, 7, 5, 19, 1, 1, dtype="int8", out_dtype="int32")
+    result = tessel.tune(func, HOST, trials=8, database=str(tmp_path / "t.db"))
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, 13, 7, 5)).astype(np.int8)
+    w = rng.integers(-128, 128, (19, 13, 1, 1)).astype(np.int8)
+    out = np.zeros((1, 19, 7, 5), np.int32)
+    result.module(x, w, out)
+    want = np.einsum("nchw,oc->nohw", x.astype(np.int64), w[:, :, 0, 0].astype(np.int64))
+    np.testing.assert_array_equal(out, want)
+    assert "tensorize" not in result.best_trace.script()

@@ -340,3 +340,30 @@ def test_an_int8_1x1_convolution_of_odd_channels_tunes_and_matches_numpy(tmp_pat
     want = np.einsum("nchw,oc->nohw", x.astype(np.int64), w[:, :, 0, 0].astype(np.int64))
     np.testing.assert_array_equal(out, want)
     assert "tensorize" not in result.best_trace.script()
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_an_int8_nchw_convolution_tiles_around_the_intrinsic(stride):
+    """u8 data x s8 weights in NCHW: the data packed with its channels in groups of the
+    instruction's last (N, C / G, H, W, G), the local accumulator with the output channels
+    last; the padded, strided 3 x 3 convolution matches numpy (AVX2's intrinsic runs on any
+    x86-64 host CI has; the design is checked for the VNNI preset too)."""
+    func = ops.conv2d(1, 16, 9, 7, 32, 3, 3, stride=stride, padding=1, dtype="uint8",
+                      b_dtype="int8", out_dtype="int32")
+    for target, name in ((VNNI_TARGET, "dot_u8s8_16x4_vnni"),
+                         (Target("x86_64-avx2"), "dot_u8s8_8x2_avx2")):
+        final = postprocess(make_space("auto", target).sample(func, random.Random(1)),
+                            default_postprocs(target), strict=True)
+        assert f"intrin='{name}'" in final.trace.script()
+        if target.host_gap():
+            continue
+        rng = np.random.default_rng(0)
+        x = rng.integers(0, 256, (1, 16, 9, 7)).astype(np.uint8)
+        w = rng.integers(-128, 128, (32, 16, 3, 3)).astype(np.int8)
+        out = np.zeros(func.outputs[0].shape, np.int32)
+        tessel.build(final.func, target)(x, w, out)
+        torch = pytest.importorskip("torch")
+        want = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float64)),
+                                          torch.from_numpy(w.astype(np.float64)),
+                                          stride=stride, padding=1).numpy()
+        np.testing.assert_array_equal(out, want.astype(np.int64))

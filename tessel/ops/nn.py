@@ -76,21 +76,28 @@ def conv_stages(op: str, data: te.Tensor, weight: te.Tensor, stride, padding, di
 
 
 def _conv_nd(op: str, nd: int, N, C, sizes, O, kernel, stride, padding, dilation, groups,
-             dtype, out_dtype, name: str | None = None) -> tuple:
+             dtype, out_dtype, name: str | None = None, b_dtype: str | None = None) -> tuple:
     """conv1d/2d/3d of sizes already checked positive: validate the rest; return the tensors
-    data (N, C, *sizes), weight (O, C/groups, *kernel), the output, and the normalized args."""
+    data (N, C, *sizes), weight (O, C/groups, *kernel) (of `b_dtype`, by default `dtype`:
+    uint8 data and int8 weights in a quantized model), the output, and the normalized args
+    (b_dtype among them only when it differs)."""
     stride = ints(op, "stride", stride, nd, 1)
     padding = ints(op, "padding", padding, nd, 0)
     dilation = ints(op, "dilation", dilation, nd, 1)
     _groups(op, C, O, groups)
     dtype = dtype_arg(op, dtype)
     out_dtype = out_dtype_arg(op, dtype, out_dtype)
+    weights = dtype if b_dtype is None else dtype_arg(op, b_dtype, "b_dtype")
+    check(ir.is_float(weights) == ir.is_float(dtype),
+          f"{op}: b_dtype {weights!r} and dtype {dtype!r} must both be float or both int")
+    out_dtype_arg(op, weights, out_dtype)
     data = te.placeholder((N, C) + tuple(sizes), dtype, name="data")
-    weight = te.placeholder((O, C // groups) + tuple(kernel), dtype, name="weight")
+    weight = te.placeholder((O, C // groups) + tuple(kernel), weights, name="weight")
     out = conv_stages(op, data, weight, stride, padding, dilation, groups, out_dtype,
                       name or op)
+    extra = {} if weights == dtype else {"b_dtype": weights}
     return data, weight, out, dict(stride=stride, padding=padding, dilation=dilation,
-                                   groups=groups, dtype=dtype, out_dtype=out_dtype)
+                                   groups=groups, dtype=dtype, out_dtype=out_dtype, **extra)
 
 
 @define(ref.conv1d, "stride", "padding", "dilation", "groups")
@@ -107,11 +114,13 @@ def conv1d(N: int, C: int, L: int, O: int, K: int, stride: IntOrSeq = 1, padding
 @define(ref.conv2d, "stride", "padding", "dilation", "groups")
 def conv2d(N: int, C: int, H: int, W: int, O: int, KH: int, KW: int, stride: IntOrSeq = 1,
            padding: IntOrSeq = 0, dilation: IntOrSeq = 1, groups: int = 1,
-           dtype: str = "float32", out_dtype: str | None = None) -> ir.PrimFunc:
-    """Params (data (N, C, H, W), weight (O, C/groups, KH, KW), conv2d (N, O, H_out, W_out))."""
+           dtype: str = "float32", out_dtype: str | None = None,
+           b_dtype: str | None = None) -> ir.PrimFunc:
+    """Params (data (N, C, H, W), weight (O, C/groups, KH, KW), conv2d (N, O, H_out, W_out));
+    the weight of `b_dtype` (default `dtype`)."""
     positive("conv2d", N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW)
     *tensors, rest = _conv_nd("conv2d", 2, N, C, (H, W), O, (KH, KW), stride, padding,
-                              dilation, groups, dtype, out_dtype)
+                              dilation, groups, dtype, out_dtype, b_dtype=b_dtype)
     return make_func("conv2d", tensors, dict(N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW, **rest))
 
 

@@ -55,8 +55,37 @@ class MultiLevelTilingWithIntrin:
                 except ScheduleError:
                     continue
                 tiling = replace(self.tiling, pack_reads=False)
-                return tiling.apply(trial, outer)
+                lanes_at = _output_dim(node, j)
+                designs = [d for d in tiling.apply(trial, outer)
+                           if _fits(d, d.get_block(trial.get(outer).name), name, lanes_at)]
+                if designs:
+                    return designs
         return [sch]
+
+
+def _fits(sch: Schedule, outer: BlockRV, name: str, lanes_at: int) -> bool:
+    """Whether the tiled design tensorizes (checked on a copy), once a local accumulator has
+    the lanes' dimension last (a convolution's output channels are H * W apart in NCHW, the
+    instruction's accumulator is one vector); a design accumulating in place into such an
+    output does not."""
+    try:
+        acc = sch.get(outer).writes[0].buffer
+        rank = len(acc.shape)
+        if acc not in sch.func.params and lanes_at != rank - 1:
+            names = [f"d{n}" for n in range(rank)]
+            outs = [n for n in names if n != names[lanes_at]] + [names[lanes_at]]
+            sch.transform_layout(outer, 0, "write",
+                                 f"lambda {', '.join(names)}: ({', '.join(outs)})")
+        sch.copy().tensorize(outer, name)
+        return True
+    except ScheduleError:
+        return False
+
+
+def _output_dim(block: Block, j: ir.Var) -> int:
+    """The dimension of the block's output that the lanes' iter var `j` indexes."""
+    store = block.body
+    return next(d for d, index in enumerate(store.indices) if index is j)
 
 
 def _integer_update(block: Block) -> bool:
@@ -78,10 +107,11 @@ def _candidates(block: Block, spec: intrin.TensorIntrin) -> list[tuple[ir.Var, i
 
 def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j: ir.Var,
                     k: ir.Var) -> BlockRV:
-    """Pack B for `spec`, split j and k by its lanes and group, blockize the two inner loops
-    and check the outer block tensorizes (on a copy); return the outer block, annotated
-    AUTO_TENSORIZE. ScheduleError when any step does not fit."""
+    """Pack B for `spec` (and A, when k is not its last dimension: a convolution's input
+    channels), split j and k by its lanes and group and blockize the two inner loops; return
+    the outer block, annotated AUTO_TENSORIZE. ScheduleError when a step does not fit."""
     lanes, group = (iv.extent for iv in spec.block.iter_vars)
+    _pack_a(sch, block, j, k, group)
     index, dims = _operand_b(sch.get(block), j, k)
     rank = len(sch.get(block).reads[index].buffer.shape)
     names = [f"d{n}" for n in range(rank)]
@@ -105,10 +135,32 @@ def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j:
     inner_loops = [loop for _, loop in sorted(inner, key=lambda t: t[0])]  # j's, then k's
     sch.reorder(*order, *inner_loops)
     outer = sch.blockize(inner_loops[0])
-    check = sch.copy()
-    check.tensorize(outer, spec.name)
     sch.annotate(outer, AUTO_TENSORIZE, spec.name)
     return outer
+
+
+def _pack_a(sch: Schedule, block: BlockRV, j: ir.Var, k: ir.Var, group: int) -> None:
+    """Give the intrinsic's A (the read indexed by k and not by j) its group of k
+    consecutive: a read whose k dimension is not the last (NCHW data: the channels) is laid
+    out with k split, its inner part last (N, C / G, H, W, G); a parameter through a copy."""
+    node = sch.get(block)
+    for index, region in enumerate(node.reads):
+        loads = {l.indices for l in ir.collect(node.body, BufferLoad)
+                 if l.buffer is region.buffer}
+        if len(loads) != 1:
+            continue
+        idx = next(iter(loads))
+        at_k = [d for d, i in enumerate(idx) if i is k]
+        if len(at_k) != 1 or any(ir.uses_var(i, j) for i in idx) or at_k[0] == len(idx) - 1:
+            continue
+        names = [f"d{n}" for n in range(len(idx))]
+        dk = names[at_k[0]]
+        outs = [f"{dk} // {group}" if n == dk else n for n in names] + [f"{dk} % {group}"]
+        if region.buffer in sch.func.params:
+            sch.cache_read(block, index, "global")
+        sch.transform_layout(block, index, "read",
+                             f"lambda {', '.join(names)}: ({', '.join(outs)})")
+        return
 
 
 def _operand_b(block: Block, j: ir.Var, k: ir.Var) -> tuple[int, tuple[int, int]]:

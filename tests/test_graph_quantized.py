@@ -103,7 +103,7 @@ class _Batches(quantization.CalibrationDataReader):
         return next(self.batches, None)
 
 
-def test_qdq_convnet_matches_onnxruntime_within_one_quantization_step(tmp_path):
+def test_qdq_convnet_computes_in_int8_and_matches_onnxruntime_within_one_step(tmp_path):
     fp, qp = tmp_path / "convnet.onnx", tmp_path / "convnet_qdq.onnx"
     _convnet(fp)
     quantization.quantize_static(str(fp), str(qp), _Batches(),
@@ -115,6 +115,8 @@ def test_qdq_convnet_matches_onnxruntime_within_one_quantization_step(tmp_path):
     scales = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     last_q = [n for n in model.graph.node if n.op_type == "QuantizeLinear"][-1]
     step = float(scales[last_q.input[1]])
+    ops_ = [n.op for n in from_onnx(str(qp)).nodes]
+    assert ops_.count("conv_integer") == 2 and "conv" not in ops_  # both compute in int8
     x = np.random.default_rng(3).standard_normal((1, 3, 12, 12)).astype(np.float32)
     want = _ort(qp, x)
     got = tessel.compile_model(str(qp))(x)[0]

@@ -49,16 +49,17 @@ def _groups(op: str, C: int, O: int, groups: int) -> None:
 
 def conv_stages(op: str, data: te.Tensor, weight: te.Tensor, stride, padding, dilation,
                 groups: int, out_dtype: str, name: str, pad_after=None,
-                pad_name: str = "pad") -> te.Tensor:
+                pad_name: str = "pad", pad_value: int | float = 0) -> te.Tensor:
     """Grouped nd cross-correlation of validated arguments, after an optional pad stage
-    `pad_name` (`padding` before each spatial axis, `pad_after`, default `padding`, after)."""
+    `pad_name` (`padding` before each spatial axis, `pad_after`, default `padding`, after)
+    that pads with `pad_value` (a quantized input's zero point: the real value 0)."""
     nd = data.ndim - 2
     in_names, out_names, r_names = _AXES[nd]
     (N, C), O, kernel = data.shape[:2], weight.shape[0], weight.shape[2:]
     after = tuple(padding if pad_after is None else pad_after)
     out_sp = _geometry(op, data.shape[2:], kernel, stride, padding, dilation, after)
     cg, og = C // groups, O // groups
-    padded = pad_tensor(data, (0, 0) + tuple(padding), (0, 0) + after, 0,
+    padded = pad_tensor(data, (0, 0) + tuple(padding), (0, 0) + after, pad_value,
                         ("n", "c") + in_names, name=pad_name)
     rc = te.reduce_axis(cg, name="rc") if cg > 1 else None
     rk = [te.reduce_axis(k, name=n) for k, n in zip(kernel, r_names)]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from tessel.graph.frontend.context import Const, Value
+from tessel.graph.frontend.onnx_convert_quant import quantized_conv
 
 if TYPE_CHECKING:
     from tessel.graph.frontend.onnx_import import Converter, Importer
@@ -50,8 +51,13 @@ def _conv(ctx: Importer, ins: list, attrs: dict) -> Value:
     spatial, kernel = ctx.shape(ins[0])[2:], ctx.shape(ins[1])[2:]
     strides, dilations = _window(attrs, len(kernel))
     pads = _pads(ctx, attrs, spatial, kernel, strides, dilations)
+    groups = int(attrs.get("group", 1))
+    int8 = quantized_conv(ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None,
+                          strides=strides, pads=pads, dilations=dilations, groups=groups)
+    if int8 is not None:
+        return int8
     return ctx.out("conv", _present(ins), strides=strides, pads=pads, dilations=dilations,
-                   groups=int(attrs.get("group", 1)))
+                   groups=groups)
 
 
 def _transpose_pads(attrs: dict, spatial: Sequence[int], kernel: Sequence[int],

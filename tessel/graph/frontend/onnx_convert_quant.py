@@ -80,6 +80,8 @@ def _dequantize_linear(ctx: Importer, ins: list, attrs: dict) -> Value:
     x, scale = ins[0], ins[1]
     zp = ins[2] if len(ins) > 2 else None
     axis, rank = int(attrs.get("axis", 1)), len(ctx.shape(x))
+    if isinstance(scale, Const) and (zp is None or isinstance(zp, Const)):
+        ctx.dequantized[ctx.out_name] = (x, scale.array, None if zp is None else zp.array, axis)
     y = _as(ctx, x, "float32")
     if not _zero(ctx, zp):
         y = ctx.emit("sub", [y, _along(ctx, _as(ctx, zp, "float32"), axis, rank)])
@@ -141,10 +143,45 @@ def _qlinear_matmul(ctx: Importer, ins: list, attrs: dict) -> Value:
     return quantize(ctx, real, y_scale, y_zp, -1, ctx.dtype(y_zp))
 
 
+def quantized_conv(ctx: Importer, x: Value, w: Value, bias: Value | None,
+                   **conv: object) -> Value | None:
+    """A convolution of DequantizeLinear(x_q) (per-tensor) by DequantizeLinear(w_q) (int8,
+    per-tensor or per output channel, no zero point) in int8: conv_integer(x_q, w_q), its
+    input padded with x's zero point (the real 0), minus zero point x the weight's sums, times
+    x_scale x w_scale, plus the bias; None where the pattern does not hold."""
+    qx = ctx.dequantized.get(x) if isinstance(x, str) else None
+    qw = ctx.dequantized.get(w.name) if isinstance(w, Const) else None
+    if qx is None or qw is None:
+        return None
+    x_q, sx, zx, _ = qx
+    w_q, sw, zw, axis = qw
+    out_channels = ctx.shape(w)[0]
+    if not (ctx.dtype(x_q) in ("uint8", "int8") and isinstance(w_q, Const)
+            and w_q.array.dtype == np.int8 and np.size(sx) == 1
+            and (zx is None or np.size(zx) == 1) and (zw is None or not np.any(zw))
+            and (np.size(sw) == 1 or (axis == 0 and np.size(sw) == out_channels))):
+        return None
+    zero = 0 if zx is None else int(np.asarray(zx).reshape(()))
+    ones = (1,) * (len(ctx.shape(w)) - 2)
+    acc = ctx.emit("conv_integer", [x_q, w_q], pad_value=zero, **conv)
+    if zero:
+        sums = w_q.array.astype(np.int64).reshape(out_channels, -1).sum(axis=1) * zero
+        acc = ctx.emit("sub", [acc, ctx.new_const(sums.astype(np.int32).reshape(
+            (1, out_channels, *ones)), "zero_shift")])
+    scale = (np.float32(np.asarray(sx).reshape(())) * np.asarray(sw, np.float32).reshape(-1)
+             * np.ones(out_channels, np.float32))
+    real = ctx.emit("cast", [acc], to="float32")
+    scaled = (ctx.emit if bias is not None else ctx.out)("mul", [real, ctx.new_const(
+        scale.reshape((1, out_channels, *ones)), "scale")])
+    if bias is None:
+        return scaled
+    return ctx.out("add", [scaled, ctx.reshape(bias, (1, out_channels, *ones))])
+
+
 QUANT: dict[str, Converter] = {
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
     "DynamicQuantizeLinear": _dynamic_quantize_linear, "MatMulInteger": _matmul_integer,
     "QLinearMatMul": _qlinear_matmul,
 }
 
-__all__ = ["QUANT", "quantize", "integer_product"]
+__all__ = ["QUANT", "quantize", "integer_product", "quantized_conv"]

@@ -120,6 +120,9 @@ class Importer(GraphBuilder):
         super().__init__(Graph(name or g.name or "model"), {v.name for v in g.input} | set(
             self.env) | set(self.uses) | {out for node in g.node for out in node.output})
         self.transposed: dict[tuple[str, tuple[int, ...]], Const] = {}
+        # DequantizeLinear outputs -> (quantized value, scale, zero point or None, axis): a
+        # convolution of two of them computes in int8 (onnx_convert_quant.quantized_conv)
+        self.dequantized: dict[str, tuple[Value, np.ndarray, np.ndarray | None, int]] = {}
 
     # ---- inputs, nodes, outputs ----
 
@@ -147,6 +150,9 @@ class Importer(GraphBuilder):
         attrs = {a.name: _attribute(a) for a in node.attribute}
         if foldable:
             arrays = [None if v is None else v.array for v in ins]
+            if node.op_type == "DequantizeLinear":
+                self.dequantized[self.out_name] = (ins[0], arrays[1], arrays[2] if len(
+                    arrays) > 2 else None, int(attrs.get("axis", 1)))
             self._bind(node, Const(self.out_name, onnx_fold.fold(
                 node.op_type, arrays, attrs, self.label)))
         else:

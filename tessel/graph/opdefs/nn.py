@@ -105,6 +105,48 @@ define("conv", "anchor", conv_infer, _conv_lower, conv_reference, attrs=_CONV_AT
 
 # ---- conv_transpose ----
 
+def _integer_product(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+    """Two 8-bit (or wider) integer operands, each its own dtype; an int32 product."""
+    for t in inputs:
+        check(t.dtype in INTS and t.dtype not in ("int64", "uint64", "uint32"),
+              f"node {label}: {t.dtype} operands are not supported; it takes int8, uint8, "
+              f"int16, uint16 or int32")
+    return "int32"
+
+
+def _conv_integer_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    """ONNX ConvInteger's product in int32, its input padded with `pad_value` (the input's
+    zero point: QDQ's real 0), so the int8 dot-product intrinsics compute it."""
+    x, w = args
+    nd = x.ndim - 2
+    return nn.conv_stages("conv", x, w, a["strides"], a["pads"][:nd], a["dilations"],
+                          a["groups"], "int32", name, pad_after=a["pads"][nd:],
+                          pad_name=f"{name}_pad", pad_value=int(a["pad_value"]))
+
+
+def _conv_integer_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+    x, w = args[0].astype(np.int64), args[1].astype(np.int64)
+    before, after = split_pads(a["pads"])
+    x = np.pad(x, [(0, 0), (0, 0)] + list(zip(before, after)), constant_values=a["pad_value"])
+    nd = x.ndim - 2
+    return ref.conv_nd(x, w, a["strides"], (0,) * nd, a["dilations"], a["groups"])
+
+
+def _conv_integer_torch(t, x, w, *, strides, pads, dilations, groups, pad_value):
+    conv = getattr(t.nn.functional, f"conv{x.dim() - 2}d")
+    x = t.nn.functional.pad(x.to(t.float64), _torch_pads(pads), value=float(pad_value))
+    return conv(x, w.to(t.float64), None, strides, 0, dilations, groups).round().to(t.int32)
+
+
+define("conv_integer", "anchor", conv_infer, _conv_integer_lower, _conv_integer_reference,
+       attrs={**_CONV_ATTRS, "pad_value": 0}, inputs=(2, 2), layout="barrier",
+       dtype=_integer_product, torch=_conv_integer_torch, examples=[
+           Example(((1, 8, 9, 7), (16, 8, 3, 3)), dict(pads=(1, 1, 1, 1), pad_value=7),
+                   dtypes=("uint8", "int8")),
+           Example(((1, 4, 11, 9), (8, 4, 1, 1)), dict(strides=(2, 2)), dtypes=("uint8", "int8")),
+       ])
+
+
 def _conv_transpose_infer(inputs, attrs, label):
     x, w = inputs[0].shape, inputs[1].shape
     nd = len(x) - 2
@@ -275,15 +317,6 @@ define("matmul", "anchor", _matmul_infer, _matmul_lower,
        examples=[Example(((7, 5), (5, 3))), Example(((2, 7, 5), (5, 3))),
                  Example(((2, 1, 7, 5), (3, 5, 11))), Example(((7, 5), (3, 5, 2))),
                  Example(((2, 19, 5), (5, 23)))])  # padded rows and columns
-
-
-def _integer_product(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
-    """Two 8-bit (or wider) integer operands, each its own dtype; an int32 product."""
-    for t in inputs:
-        check(t.dtype in INTS and t.dtype not in ("int64", "uint64", "uint32"),
-              f"node {label}: {t.dtype} operands are not supported; it takes int8, uint8, "
-              f"int16, uint16 or int32")
-    return "int32"
 
 
 def _matmul_integer_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:

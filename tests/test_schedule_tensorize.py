@@ -256,9 +256,10 @@ def test_priors_give_a_register_tile_of_whole_int32_vectors():
     ranked = ranked_priors(space, func)
     assert ranked
     design, decisions = ranked[0]
-    tiles = [decisions[s] for s in design.sampling_sites()
-             if design.instructions[s].kind == "sample_perfect_tile"]
-    assert tiles[0][-1] == 8 and tiles[1][-1] == 2  # rows, vectors of 16 lanes
+    spatial = [decisions[s] for s in design.sampling_sites()
+               if design.instructions[s].kind == "sample_perfect_tile"
+               and dict(design.instructions[s].args)["n"] == 4]
+    assert spatial[0][-1] == 8 and spatial[-1][-1] == 2  # rows, vectors of 16 lanes (last)
     unroll = next(decisions[s] for s in design.sampling_sites()
                   if design.instructions[s].kind == "sample_categorical"
                   and dict(design.instructions[s].args)["candidates"] == (0, 16, 64, 512))

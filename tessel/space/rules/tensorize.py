@@ -54,13 +54,33 @@ class MultiLevelTilingWithIntrin:
                     outer = tile_for_intrin(trial, block, intrin.get(name), j, k)
                 except ScheduleError:
                     continue
-                tiling = replace(self.tiling, pack_reads=False)
                 lanes_at = _output_dim(node, j)
-                designs = [d for d in tiling.apply(trial, outer)
+                designs = [d for d in self._tiled(trial, outer, node.iter_vars.index(
+                    next(iv for iv in node.iter_vars if iv.var is j)))
                            if _fits(d, d.get_block(trial.get(outer).name), name, lanes_at)]
                 if designs:
                     return designs
         return [sch]
+
+
+    def _tiled(self, sch: Schedule, outer: BlockRV, lanes_index: int) -> list[Schedule]:
+        """The outer block tiled SSRSRS, once per write-cache option, with the lanes' axis
+        (its iter var `lanes_index`: whole vectors of the instruction) innermost, so a
+        convolution's register tile holds output-channel vectors, as the priors assume of
+        the last tiled axis, not a row of pixels."""
+        tiling = replace(self.tiling, pack_reads=False)
+        lanes = sch.get(outer).iter_vars[lanes_index].var
+        options = ([None] if tiling.allow_no_write_cache else []) + \
+            list(tiling.write_cache_levels)
+        designs = []
+        for level in options:
+            trial = sch.copy()
+            try:
+                tiling.tile(trial, outer, level, lanes)
+            except ScheduleError:
+                continue
+            designs.append(trial)
+        return designs
 
 
 def _fits(sch: Schedule, outer: BlockRV, name: str, lanes_at: int) -> bool:

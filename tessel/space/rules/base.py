@@ -124,6 +124,18 @@ def simple_loops(sch: Schedule, block: BlockRV) -> list[LoopInfo] | None:
     return [info for _, info in sorted(infos, key=lambda x: x[0])]
 
 
+def single_reads(block: Block) -> list[tuple[int, tuple[ir.Expr, ...]]]:
+    """(position in block.reads, index tuple) of each read the block loads at one index
+    tuple only (B[k, j] of a matmul; not a stencil's several taps)."""
+    out = []
+    for index, region in enumerate(block.reads):
+        loads = {l.indices for l in ir.collect(block.body, ir.BufferLoad)
+                 if l.buffer is region.buffer}
+        if len(loads) == 1:
+            out.append((index, next(iter(loads))))
+    return out
+
+
 def block_realize(sch: Schedule, block: BlockRV) -> BlockRealize:
     return tree.find_realize(sch.func, sch.get(block).name)
 
@@ -155,5 +167,5 @@ def has_data_reuse(block: Block) -> bool:
 
 
 __all__ = ["AUTO_TENSORIZE", "UNITS", "ScheduleRule", "RuleSpace", "leaf_blocks", "LoopInfo",
-           "simple_loops", "block_realize",
+           "simple_loops", "single_reads", "block_realize",
            "is_reduction", "writes_output", "has_data_reuse"]

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from tessel import intrin, ir
-from tessel.ir import REDUCE, Block, BufferLoad
+from tessel.ir import REDUCE, Block
 from tessel.schedule import BlockRV, Schedule, ScheduleError
-from tessel.space.rules.base import AUTO_TENSORIZE, is_reduction, simple_loops
+from tessel.space.rules.base import AUTO_TENSORIZE, is_reduction, simple_loops, single_reads
 from tessel.space.rules.tiling import MultiLevelTiling
 from tessel.target import Target
 
@@ -54,33 +54,18 @@ class MultiLevelTilingWithIntrin:
                     outer = tile_for_intrin(trial, block, intrin.get(name), j, k)
                 except ScheduleError:
                     continue
-                lanes_at = _output_dim(node, j)
-                designs = [d for d in self._tiled(trial, outer, node.iter_vars.index(
-                    next(iv for iv in node.iter_vars if iv.var is j)))
-                           if _fits(d, d.get_block(trial.get(outer).name), name, lanes_at)]
+                # the lanes' axis (the outer block's iter var in j's place: whole vectors of
+                # the instruction) tiled innermost, so a convolution's register tile holds
+                # output-channel vectors, as the priors assume of the last tiled axis
+                at = next(n for n, iv in enumerate(node.iter_vars) if iv.var is j)
+                lanes = trial.get(outer).iter_vars[at].var
+                tiling = replace(self.tiling, pack_reads=False)
+                designs = [d for d in tiling.designs(trial, outer, lanes)
+                           if _fits(d, d.get_block(trial.get(outer).name), name,
+                                    _output_dim(node, j))]
                 if designs:
                     return designs
         return [sch]
-
-
-    def _tiled(self, sch: Schedule, outer: BlockRV, lanes_index: int) -> list[Schedule]:
-        """The outer block tiled SSRSRS, once per write-cache option, with the lanes' axis
-        (its iter var `lanes_index`: whole vectors of the instruction) innermost, so a
-        convolution's register tile holds output-channel vectors, as the priors assume of
-        the last tiled axis, not a row of pixels."""
-        tiling = replace(self.tiling, pack_reads=False)
-        lanes = sch.get(outer).iter_vars[lanes_index].var
-        options = ([None] if tiling.allow_no_write_cache else []) + \
-            list(tiling.write_cache_levels)
-        designs = []
-        for level in options:
-            trial = sch.copy()
-            try:
-                tiling.tile(trial, outer, level, lanes)
-            except ScheduleError:
-                continue
-            designs.append(trial)
-        return designs
 
 
 def _fits(sch: Schedule, outer: BlockRV, name: str, lanes_at: int) -> bool:
@@ -94,8 +79,7 @@ def _fits(sch: Schedule, outer: BlockRV, name: str, lanes_at: int) -> bool:
         if acc not in sch.func.params and lanes_at != rank - 1:
             names = [f"d{n}" for n in range(rank)]
             outs = [n for n in names if n != names[lanes_at]] + [names[lanes_at]]
-            sch.transform_layout(outer, 0, "write",
-                                 f"lambda {', '.join(names)}: ({', '.join(outs)})")
+            sch.transform_layout(outer, 0, "write", _index_map(names, outs))
         sch.copy().tensorize(outer, name)
         return True
     except ScheduleError:
@@ -139,7 +123,7 @@ def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j:
     rest = [n for n in names if n not in (dj, dk)]
     outs = [f"{dj} // {lanes}", *rest, f"{dk} // {group}", f"{dj} % {lanes}", f"{dk} % {group}"]
     sch.cache_read(block, index, "global")
-    sch.transform_layout(block, index, "read", f"lambda {', '.join(names)}: ({', '.join(outs)})")
+    sch.transform_layout(block, index, "read", _index_map(names, outs))
     infos = simple_loops(sch, block)
     if infos is None:
         raise ScheduleError("tile_for_intrin: the block's loops are not simple")
@@ -164,34 +148,28 @@ def _pack_a(sch: Schedule, block: BlockRV, j: ir.Var, k: ir.Var, group: int) -> 
     consecutive: a read whose k dimension is not the last (NCHW data: the channels) is laid
     out with k split, its inner part last (N, C / G, H, W, G); a parameter through a copy."""
     node = sch.get(block)
-    for index, region in enumerate(node.reads):
-        loads = {l.indices for l in ir.collect(node.body, BufferLoad)
-                 if l.buffer is region.buffer}
-        if len(loads) != 1:
-            continue
-        idx = next(iter(loads))
+    for index, idx in single_reads(node):
         at_k = [d for d, i in enumerate(idx) if i is k]
         if len(at_k) != 1 or any(ir.uses_var(i, j) for i in idx) or at_k[0] == len(idx) - 1:
             continue
         names = [f"d{n}" for n in range(len(idx))]
         dk = names[at_k[0]]
         outs = [f"{dk} // {group}" if n == dk else n for n in names] + [f"{dk} % {group}"]
-        if region.buffer in sch.func.params:
+        if node.reads[index].buffer in sch.func.params:
             sch.cache_read(block, index, "global")
-        sch.transform_layout(block, index, "read",
-                             f"lambda {', '.join(names)}: ({', '.join(outs)})")
+        sch.transform_layout(block, index, "read", _index_map(names, outs))
         return
+
+
+def _index_map(names: list[str], outs: list[str]) -> str:
+    """transform_layout's lambda text mapping the indices `names` to `outs`."""
+    return f"lambda {', '.join(names)}: ({', '.join(outs)})"
 
 
 def _operand_b(block: Block, j: ir.Var, k: ir.Var) -> tuple[int, tuple[int, int]]:
     """The read of `block` indexed by j in one dimension and by k in another (the
     intrinsic's B), and those dimensions; ScheduleError when none is."""
-    for index, region in enumerate(block.reads):
-        loads = {l.indices for l in ir.collect(block.body, BufferLoad)
-                 if l.buffer is region.buffer}
-        if len(loads) != 1:
-            continue
-        idx = next(iter(loads))
+    for index, idx in single_reads(block):
         at_j = [d for d, i in enumerate(idx) if i is j]
         at_k = [d for d, i in enumerate(idx) if i is k]
         others = [i for i in idx if i is not j and i is not k]

@@ -38,7 +38,7 @@ from tessel.arith.linear import steps_by_one
 from tessel.ir import REDUCE, Block, BufferLoad
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import check
-from tessel.space.rules.base import has_data_reuse, is_reduction, simple_loops
+from tessel.space.rules.base import has_data_reuse, is_reduction, simple_loops, single_reads
 from tessel.target import Target
 
 WRITE_CACHE_SCOPE = "local"
@@ -91,18 +91,23 @@ class MultiLevelTiling:
             return [sch]
         if simple_loops(sch, block) is None:
             return [sch]
-        options: list[int | None] = [None] if self.allow_no_write_cache else []
-        options += list(self.write_cache_levels)
-        designs = []
-        for vector_var in [None, *self.vector_axes(sch, block)]:
-            for level in options:
-                trial = sch.copy()
-                try:
-                    self.tile(trial, block, level, vector_var)
-                except ScheduleError:
-                    continue
-                designs.append(trial)
+        designs = [d for vector_var in [None, *self.vector_axes(sch, block)]
+                   for d in self.designs(sch, block, vector_var)]
         return designs or [sch]
+
+    def designs(self, sch: Schedule, block: BlockRV,
+                vector_var: ir.Var | None = None) -> list[Schedule]:
+        """Copies of `sch` with `block` tiled (`tile`), one per write-cache option that fits."""
+        options: list[int | None] = [None] if self.allow_no_write_cache else []
+        out = []
+        for level in options + list(self.write_cache_levels):
+            trial = sch.copy()
+            try:
+                self.tile(trial, block, level, vector_var)
+            except ScheduleError:
+                continue
+            out.append(trial)
+        return out
 
     def vector_axes(self, sch: Schedule, block: BlockRV) -> list[ir.Var]:
         """Spatial iter vars other than the last worth putting in the vector lanes: only when
@@ -176,11 +181,10 @@ def packable_read(block: Block, var: ir.Var | None = None,
         return None
     last = spatial[-1] if var is None else var
     params = set(func.params) if func is not None else None
-    for index, region in enumerate(block.reads):
-        loads = {l.indices for l in ir.collect(block.body, BufferLoad) if l.buffer is region.buffer}
-        if len(loads) != 1 or region.buffer in ir.written_buffers(block):
+    for index, idx in single_reads(block):
+        region = block.reads[index]
+        if region.buffer in ir.written_buffers(block):
             continue
-        idx = next(iter(loads))
         if params is not None and region.buffer not in params and idx[-1] is last:
             continue
         if sum(ir.uses_var(i, last) for i in idx) == 1 and last in idx and len(idx) >= 2:

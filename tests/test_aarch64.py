@@ -225,9 +225,10 @@ def test_int8_dot_product_intrinsics_match_numpy(name, extreme):
     assert f"\t{name.split('_')[-1]}\t" in mod.asm()  # the instruction itself
 
 
-@pytest.mark.parametrize("fn", ["floor", "ceil"])
+@pytest.mark.parametrize("fn", ["floor", "ceil", "round"])
 def test_floor_and_ceil_are_neon_rounding_instructions(fn):
-    """vrndmq / vrndpq on 4 float lanes: numpy's values at halves, infinities, NaN, -0."""
+    """vrndmq / vrndpq / vrndnq on 4 float lanes: numpy's values at halves (round: ties to
+    even), infinities, NaN, -0."""
     from test_codegen_simd import EDGES, vector_map
     n = len(EDGES)
     func = vector_map(n, lambda A, i: ir.call(fn, A[i]))
@@ -236,4 +237,4 @@ def test_floor_and_ceil_are_neon_rounding_instructions(fn):
     mod = tessel.build(func, AARCH64)
     mod(a, out)
     np.testing.assert_array_equal(out, getattr(np, fn)(a[:n]))
-    assert f"vrnd{'m' if fn == 'floor' else 'p'}q_f32" in mod.source
+    assert f"vrnd{dict(floor='m', ceil='p', round='n')[fn]}q_f32" in mod.source

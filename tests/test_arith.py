@@ -41,6 +41,24 @@ def test_constant_folding_and_float_passthrough():
     assert Analyzer().simplify(y) is y
 
 
+
+def test_a_quantized_value_dequantized_skips_the_narrow_type():
+    """float(uint8(clip(round(y) + zp))) is clip(round(y) + zp) itself (an integer in
+    uint8's range: ONNX QuantizeLinear then DequantizeLinear), so a requantizing epilogue
+    vectorizes; not when the clip leaves the range or the value may not be an integer."""
+    A = Buffer("A", (10,))
+    x = Var("x")
+
+    def trip(inner, narrow="uint8"):
+        return simplify(ir.cast("float32", ir.cast(narrow, inner)))
+    for lo, hi, narrow in ((0.0, 255.0, "uint8"), (-128.0, 127.0, "int8")):
+        q = ir.min_(ir.max_(ir.call("round", A[x] * 4.0) + 3.0, lo), hi)
+        assert trip(q, narrow) == simplify(q)
+    assert isinstance(trip(ir.min_(ir.max_(ir.call("floor", A[x]) - 1.0, 0.0), 300.0)),
+                      ir.Cast)  # 300 is past uint8
+    assert isinstance(trip(ir.min_(ir.max_(A[x] * 0.5, 0.0), 255.0)), ir.Cast)  # 0.5: a fraction
+    assert isinstance(trip(ir.call("round", A[x])), ir.Cast)  # unclipped
+
 def test_deterministic_output():
     i, j, k = Var("i"), Var("j"), Var("k")
     e = (k + j * 3 + i * 3) // 2 + ir.min_(j, k) * 5

@@ -729,11 +729,11 @@ EDGES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997, np.i
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("fn", ["floor", "ceil"])
+@pytest.mark.parametrize("fn", ["floor", "ceil", "round"])
 def test_floor_and_ceil_are_vectors_exact_at_the_edges(cache_dir, fn, dtype):
-    """floor and ceil through tessel's helpers (the ISA's rounding instruction: roundps,
-    vrndscaleps; lanes one by one elsewhere): equal to numpy's at halves, beyond 2**23, at
-    infinities, NaN and signed zeros."""
+    """floor, ceil and round (ties to even) through tessel's helpers (the ISA's rounding
+    instruction: roundps, vrndscaleps; lanes one by one elsewhere): equal to numpy's at
+    halves, beyond 2**23, at infinities, NaN and signed zeros."""
     n = len(EDGES)
     func = vector_map(n, lambda A, i: ir.call(fn, A[i]), (dtype, dtype))
     a = np.concatenate([EDGES, np.zeros(8, np.float32)]).astype(dtype)

@@ -122,3 +122,66 @@ def test_qdq_convnet_computes_in_int8_and_matches_onnxruntime_within_one_step(tm
     got = tessel.compile_model(str(qp))(x)[0]
     assert np.abs(got - want).max() <= step * 1.001
     assert np.mean(got == want) > 0.9  # almost every element exactly
+
+
+def _residual_convnet(path, seed=0):
+    """x (1, 3, 14, 14) -> Conv 3x3 (16) -> Relu = a; a -> Conv 3x3 -> Relu -> Conv 3x3, + a,
+    Relu -> Conv 1x1 (8): ResNet's stem (3 channels) and residual block in small."""
+    rng = np.random.default_rng(seed)
+    shapes = {"w1": (16, 3, 3, 3), "w2": (16, 16, 3, 3), "w3": (16, 16, 3, 3), "w4": (8, 16, 1, 1)}
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.2, n)
+             for n, s in shapes.items()]
+    inits += [numpy_helper.from_array(rng.standard_normal(s[0]).astype(np.float32), f"b{n[1]}")
+              for n, s in shapes.items()]
+    pad = dict(pads=[1, 1, 1, 1])
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], **pad),
+             helper.make_node("Relu", ["c1"], ["a"]),
+             helper.make_node("Conv", ["a", "w2", "b2"], ["c2"], **pad),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], **pad),
+             helper.make_node("Add", ["c3", "a"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Conv", ["r", "w4", "b4"], ["y"])]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 14, 14])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 8, 14, 14])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+class _Images(quantization.CalibrationDataReader):
+    def __init__(self):
+        rng = np.random.default_rng(5)
+        self.batches = iter([{"x": rng.standard_normal((1, 3, 14, 14)).astype(np.float32)}
+                             for _ in range(4)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def test_qdq_residual_net_runs_in_blocked_int8_layouts_and_matches_onnxruntime(tmp_path):
+    """Every convolution of a QDQ net runs as conv_integer_blocked (uint8 activations in
+    NCHW[b]c between the kernels, the 3-channel image padded to a block of 4, so the stem
+    takes the dot-product instructions too), the residual's requantizations fused into the
+    epilogue without a scalar loop, and the output is onnxruntime's."""
+    fp, qp = tmp_path / "residual.onnx", tmp_path / "residual_qdq.onnx"
+    _residual_convnet(fp)
+    quantization.quantize_static(str(fp), str(qp), _Images(),
+                                 quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+                                 weight_type=quantization.QuantType.QInt8)
+    host = tessel.Target("host")
+    kernels, tasks = model_tasks(from_onnx(str(qp)), host)
+    convs = [k for k in kernels if "conv_integer_blocked" in k.func.name]
+    assert len(convs) == 4 and not any("conv_integer_" not in k.func.name and "conv" in
+                                       k.func.name for k in kernels)
+    assert convs[0].func.params[0].shape == (1, 1, 14, 14, 4)  # 3 channels and a zero one
+    lanes = min(host.vector_lanes("float32"), 16)
+    assert convs[1].func.params[0].shape == (1, 16 // lanes, 14, 14, lanes)
+    model = tessel.compile_model(str(qp))
+    sources = [call.module.source for call, kernel in zip(model.calls, model.kernels)
+               if "conv_integer_blocked" in kernel.func.name]
+    assert len(sources) == 4 and all("values have no vector form" not in s for s in sources)
+    x = np.random.default_rng(3).standard_normal((1, 3, 14, 14)).astype(np.float32)
+    want, got = _ort(qp, x), model(x)[0]
+    scales = {i.name: numpy_helper.to_array(i) for i in onnx.load(qp).graph.initializer}
+    last_q = [n for n in onnx.load(qp).graph.node if n.op_type == "QuantizeLinear"][-1]
+    assert np.abs(got - want).max() <= float(scales[last_q.input[1]]) * 1.001
+    assert np.mean(got == want) > 0.9

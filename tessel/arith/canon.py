@@ -5,11 +5,12 @@ simplified children (simplify_any), comparisons of integers going through rewrit
 """
 from __future__ import annotations
 
+from tessel import ir
 from tessel.arith import bound, floordiv, rewrite
 from tessel.arith.bound import Interval
 from tessel.arith.canonical import Atom, Sum
 from tessel.ir import (BinOp, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not, Select, Var,
-                       binop, call, cast, const, is_int, select)
+                       binop, call, cast, const, is_float, is_int, select)
 from tessel.ir.expr import CMP_OPS, LOGIC_OPS, eval_intrinsic
 
 _DISTRIBUTE_LIMIT = 16  # largest term count of a product that is multiplied out
@@ -156,6 +157,9 @@ def _rebuild(ana, e: Expr) -> Expr:
         return e if same else select(*parts)
     if isinstance(e, Cast):
         v = simplify_any(ana, e.value)
+        through = _integral_round_trip(e.dtype, v)
+        if through is not None:
+            return through
         return e if v is e.value else cast(e.dtype, v)
     if isinstance(e, Call):
         args = tuple(simplify_any(ana, a) for a in e.args)
@@ -168,6 +172,47 @@ def _rebuild(ana, e: Expr) -> Expr:
         a = simplify_any(ana, e.a)
         return e if a is e.a else Not(a)
     return e
+
+
+def _integral_round_trip(dtype: str, v: Expr) -> Expr | None:
+    """float(intN(x)) as x itself when x is a float that holds an integer in intN's range:
+    a quantized value dequantized again (ONNX QuantizeLinear's clip(round(y)) into uint8,
+    then DequantizeLinear's float of it) needs no trip through the narrow type, which has no
+    vector form of its own in the middle of an expression; None when it does not hold."""
+    if not (isinstance(v, Cast) and is_int(v.dtype) and is_float(dtype)
+            and is_float(v.value.dtype) and ir.DTYPE_BITS[v.dtype] < 64):
+        return None
+    span = _integral_span(v.value)
+    bits = ir.DTYPE_BITS[v.dtype]
+    lo, hi = (0, 2 ** bits - 1) if v.dtype.startswith("u") else (-2 ** (bits - 1),
+                                                                  2 ** (bits - 1) - 1)
+    if span is None or span[0] < lo or span[1] > hi:
+        return None
+    return v.value if v.value.dtype == dtype else cast(dtype, v.value)
+
+
+def _integral_span(e: Expr) -> tuple[float, float] | None:
+    """(lo, hi) of a float expression whose every value is an integer (or NaN), None when
+    that is not evident from its form: a rounding, an integer constant, a cast of an
+    integer, min and max of those."""
+    inf = float("inf")
+    if isinstance(e, FloatImm):
+        return (e.value, e.value) if float(e.value).is_integer() else None
+    if isinstance(e, Call) and e.name in ("round", "floor", "ceil"):
+        return (-inf, inf)
+    if isinstance(e, Cast) and is_int(e.value.dtype):
+        return (-inf, inf)
+    if isinstance(e, BinOp) and e.op in ("min", "max", "+", "-"):
+        a, b = _integral_span(e.a), _integral_span(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "+":  # (a zero point added to a rounded value: exact below 2**24)
+            return (a[0] + b[0], a[1] + b[1])
+        if e.op == "-":
+            return (a[0] - b[1], a[1] - b[0])
+        pick = min if e.op == "min" else max
+        return (pick(a[0], b[0]), pick(a[1], b[1]))
+    return None
 
 
 def child_key(ana, e: Expr) -> tuple:

@@ -184,16 +184,19 @@ _X86_ROUND = {("float32", 4): ("__SSE4_1__", "_mm_round_ps", "__m128"),
               ("float64", 4): ("__AVX__", "_mm256_round_pd", "__m256d"),
               ("float32", 16): ("__AVX512F__", "_mm512_roundscale_ps", "__m512"),
               ("float64", 8): ("__AVX512F__", "_mm512_roundscale_pd", "__m512d")}
+# immediate of x86's round instructions (exceptions suppressed), NEON's vrnd letter
+_X86_MODE = {"floor": "0x09", "ceil": "0x0A", "round": "0x08"}  # -inf, +inf, nearest even
+_ARM_LETTER = {"floor": "m", "ceil": "p", "round": "n"}
 _ARM_ROUND = {("float32", 4): ("vrnd{}q_f32", "float32x4_t"),
               ("float64", 2): ("vrnd{}q_f64", "float64x2_t")}
 
 
 def _rounding_source(dtype: str, width: int, fn: str) -> str:
-    """floor or ceil of a vector: the ISA's rounding instruction where the target has one
-    for this width (x86 SSE4.1 / AVX / AVX-512, AArch64 NEON), else lane by lane. Exact and
-    without exceptions, as floorf."""
+    """floor, ceil or round (ties to even) of a vector: the ISA's rounding instruction where
+    the target has one for this width (x86 SSE4.1 / AVX / AVX-512, AArch64 NEON), else lane
+    by lane. Exact and without exceptions, as floorf and nearbyintf."""
     t, scalar = vtype(dtype, width), ("" if dtype == "float64" else "f")
-    mode = "0x09" if fn == "floor" else "0x0A"  # toward -inf / +inf, exceptions suppressed
+    mode = _X86_MODE[fn]
     lines = [f"static inline {t} {t}_{fn}({t} x) {{"]
     if (dtype, width) in _X86_ROUND:
         guard, name, native = _X86_ROUND[dtype, width]
@@ -201,10 +204,11 @@ def _rounding_source(dtype: str, width: int, fn: str) -> str:
                   "#endif"]
     if (dtype, width) in _ARM_ROUND:
         name, native = _ARM_ROUND[dtype, width]
-        letter = "m" if fn == "floor" else "p"
+        letter = _ARM_LETTER[fn]
         lines += ["#if defined(__aarch64__)",
                   f"    return ({t}){name.format(letter)}(({native})x);", "#endif"]
-    lines += [f"    {t} r;", f"    for (int i = 0; i < {width}; ++i) r[i] = {fn}{scalar}(x[i]);",
+    c_fn = "nearbyint" if fn == "round" else fn
+    lines += [f"    {t} r;", f"    for (int i = 0; i < {width}; ++i) r[i] = {c_fn}{scalar}(x[i]);",
               "    return r;", "}"]
     return "\n".join(lines)
 
@@ -252,7 +256,7 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     fns = ("load", "store", "splat", "select", "min", "max")
     lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
     lines += [_load_s2(d, w) for d, w in order if (d, w, "load_s2") in used]
-    rounding = [(d, w, fn) for d, w in order for fn in ("floor", "ceil") if (d, w, fn) in used]
+    rounding = [(d, w, fn) for d, w in order for fn in _X86_MODE if (d, w, fn) in used]
     if any((d, w) in _X86_ROUND for d, w, _ in rounding):
         lines.insert(0, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>"
                         "\n#endif")

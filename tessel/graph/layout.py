@@ -14,9 +14,13 @@ The pass walks the nodes in order and decides each value's layout:
 - a 2-d convolution with groups=1 writes blocked output when its output channels divide
   into blocks (b = the target's float lanes, else half of them, at least 4); it reads a
   blocked input as it is and a plain one as NCHW[1]c (a reshape, no copy), so a network's
-  first convolution needs no conversion. Depthwise convolutions (groups = channels) read
-  and write the same blocks. The weight becomes a constant in the order the kernel reads it
-  (the plain one is dropped): a weight is stored only in the layout its kernel reads.
+  first convolution needs no conversion. An 8-bit convolution (conv_integer: a quantized
+  model's) does the same in conv_integer_blocked, its uint8 activations blocked between
+  kernels; its plain input (the image) goes into blocks of 4 channels, zero-padded (3 -> 4),
+  since the dot-product instructions sum 4 channels of a pixel. Depthwise convolutions
+  (groups = channels) read and write the same blocks. The weight becomes a constant in the
+  order the kernel reads it (the plain one is dropped): a weight is stored only in the
+  layout its kernel reads.
 - channels that whole vectors miss by at most a third (24 of 32, 1000 of 1008 with 16
   lanes) are padded up to them, as ONNX Runtime's NCHWc transformer does: the weight and
   bias get zero rows, so the extra channels come out 0 (or finite: a bias-free consumer
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import math
 
+from tessel import ir
 from tessel.graph.fold import prune
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import block_array, block_weight, pad_channels
@@ -53,6 +58,7 @@ from tessel.graph.ops import OPS
 LAYOUTS = ("blocked", "winograd", "plain")
 DEFAULT_LAYOUT = "winograd"  # blocked; the same wherever no 3x3 convolution qualifies
 MIN_BLOCK = 4
+INT_GROUP = 4  # input channels per block of an 8-bit conv's plain data (intrinsics' group)
 PAD_LIMIT = 4 / 3  # channels padded to whole vectors when that adds at most a third of them
 
 
@@ -143,7 +149,12 @@ class _Blocking:
                 return None
             out_block, width = chosen
             in_block = self.block.get(x, 1)
-            if x not in self.block:  # NCHW is NCHW[1]c as it lies: a view
+            if x not in self.block and ir.is_int(self.new.types[x].dtype):
+                # an 8-bit conv's dot-product instructions sum groups of 4 input channels of
+                # a pixel: its plain data (a network's 3-channel image) padded to blocks of 4
+                in_block = INT_GROUP
+                x = self.blocked(x, in_block)
+            elif x not in self.block:  # NCHW is NCHW[1]c as it lies: a view
                 x = self.add("reshape", [x], node, None, shape=(n, c, h, wd, 1))
             weight = pad_channels(weight, self.new.types[x].shape[1] * in_block)
         elif groups == c == o and weight.shape[1] == 1:  # depthwise: same blocks in and out

@@ -179,8 +179,8 @@ LOGIC_OPS = ("and", "or")
 # name -> number of arguments; all take and return one floating dtype
 INTRINSICS = {
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sigmoid": 1,
-    "abs": 1, "floor": 1, "ceil": 1, "pow": 2,
-}
+    "abs": 1, "floor": 1, "ceil": 1, "round": 1, "pow": 2,
+}  # round: to the nearest integer, ties to even (ONNX, numpy, torch; C's nearbyint)
 
 
 def const(value: int | float | bool, dtype: str | None = None) -> Expr:
@@ -382,6 +382,7 @@ def eval_intrinsic(name: str, *xs: float) -> float:
     table = {
         "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
         "erf": math.erf, "abs": abs, "floor": math.floor, "ceil": math.ceil, "pow": math.pow,
+        "round": lambda x: float(round(x)) if math.isfinite(x) else x,
         "rsqrt": lambda x: 1.0 / math.sqrt(x), "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
     }
     return table[name](*xs)

@@ -7,11 +7,11 @@
 """
 from tessel.te.expr import (Axis, ComputeOp, IRError, Reduce, Tensor, TEError, abs, all, any,
                             cast, ceil, compute, const, erf, exp, floor, identity_of,
-                            if_then_else, log, max, min, placeholder, pow, reduce_axis, rsqrt,
-                            sigmoid, sqrt, sum, tanh)
+                            if_then_else, log, max, min, placeholder, pow, reduce_axis, round,
+                            rsqrt, sigmoid, sqrt, sum, tanh)
 from tessel.te.lower import create_func, lower
 
 __all__ = ["Axis", "Reduce", "Tensor", "ComputeOp", "TEError", "placeholder", "compute",
            "reduce_axis", "sum", "max", "min", "if_then_else", "all", "any", "cast", "const",
            "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "pow", "abs", "floor", "ceil",
-           "identity_of", "create_func", "lower", "IRError"]
+           "round", "identity_of", "create_func", "lower", "IRError"]

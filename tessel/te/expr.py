@@ -342,9 +342,10 @@ exp, log, sqrt, rsqrt = _intrinsic("exp"), _intrinsic("log"), _intrinsic("sqrt")
 tanh, erf, sigmoid = _intrinsic("tanh"), _intrinsic("erf"), _intrinsic("sigmoid")
 pow, abs = _intrinsic("pow"), _intrinsic("abs")  # noqa: A001
 floor, ceil = _intrinsic("floor"), _intrinsic("ceil")
+round = _intrinsic("round")  # noqa: A001  (ties to even)
 
 
 __all__ = ["Axis", "Reduce", "Tensor", "TEError", "placeholder", "compute", "reduce_axis",
            "sum", "max", "min", "if_then_else", "all", "any", "cast", "const", "exp", "log",
            "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "pow", "abs", "floor", "ceil",
-           "IRError", "identity_of"]
+           "round", "IRError", "identity_of"]

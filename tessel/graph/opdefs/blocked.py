@@ -30,7 +30,8 @@ from tessel import te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64,
                                       same)
-from tessel.graph.opdefs.nn import (conv_infer, conv_reference, conv_torch, pool_after,
+from tessel.graph.opdefs.nn import (conv_infer, conv_integer_reference, conv_integer_torch,
+                                    conv_reference, conv_torch, integer_product, pool_after,
                                     pool_infer, pool_reference, pool_torch)
 from tessel.ops.common import named, pad_tensor
 
@@ -175,17 +176,30 @@ def _conv_blocked_infer(inputs, attrs, label):
 
 def _conv_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     x, w, *bias = args
+    stage = f"{name}_conv" if bias else name
+    return with_channel_bias(blocked_conv(x, w, a, stage, out.shape), bias, name)
+
+
+def blocked_conv(x: te.Tensor, w: te.Tensor, a: Attrs, name: str, shape: tuple[int, ...],
+                 dtype: str | None = None, pad_value: int | float = 0) -> te.Tensor:
+    """The blocked convolution stage `name` of data x by weight w (attrs `a`), its data padded
+    with `pad_value`, its products (and sum) in `dtype` (default x's: an integer conv widens
+    its 8-bit operands to int32)."""
     stride, dil, pads = a["strides"], a["dilations"], a["pads"]
     depthwise = a["groups"] != 1
     _, cob, _, _, ib = x.shape
     kh, kw = w.shape[2], w.shape[3]
-    padded = pad_tensor(x, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0), 0,
-                        ("n", "c", "h", "w", "b"), name=f"{name}_pad")
+    padded = pad_tensor(x, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0),
+                        pad_value, ("n", "c", "h", "w", "b"), name=f"{name}_pad")
+    dtype = dtype or x.dtype
+
+    def wide(v: te.Expr) -> te.Expr:
+        return v if v.dtype == dtype else te.cast(dtype, v)
     ry, rx = te.reduce_axis(kh, name="ry"), te.reduce_axis(kw, name="rx")
     if depthwise:
         def body(n, o, y, x_, oi):
             win = padded[n, o, y * stride[0] + ry * dil[0], x_ * stride[1] + rx * dil[1], oi]
-            return te.sum(win * w[o, 0, ry, rx, 0, oi], axis=[ry, rx])
+            return te.sum(wide(win) * wide(w[o, 0, ry, rx, 0, oi]), axis=[ry, rx])
     else:
         rco = te.reduce_axis(cob, name="rco") if cob > 1 else None
         rci = te.reduce_axis(ib, name="rci") if ib > 1 else None
@@ -195,11 +209,9 @@ def _conv_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
             co = rco if rco is not None else 0
             ci = rci if rci is not None else 0
             win = padded[n, co, y * stride[0] + ry * dil[0], x_ * stride[1] + rx * dil[1], ci]
-            return te.sum(win * w[o, co, ry, rx, ci, oi], axis=raxes)
+            return te.sum(wide(win) * wide(w[o, co, ry, rx, ci, oi]), axis=raxes)
 
-    stage = f"{name}_conv" if bias else name
-    conv = te.compute(out.shape, named(body, ("n", "o", "y", "x", "oi")), name=stage)
-    return with_channel_bias(conv, bias, name)
+    return te.compute(shape, named(body, ("n", "o", "y", "x", "oi")), name=name)
 
 
 def with_channel_bias(y: te.Tensor, bias: list[Arg], name: str) -> te.Tensor:
@@ -237,6 +249,48 @@ define("conv_blocked", "anchor", _conv_blocked_infer, _conv_blocked_lower,
            Example(((1, 3, 9, 9, 4), (3, 1, 3, 3, 1, 4)),
                    dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(2, 1), groups=12))])
 
+
+
+# ---- conv_integer_blocked ----
+
+def _conv_integer_blocked_lower(args: list[Arg], a: Attrs, name: str, out: TensorType
+                                ) -> te.Tensor:
+    """conv_integer in blocked layouts: 8-bit data (N, C/ib, H, W, ib) by 8-bit weight
+    (O/ob, C/ib, KH, KW, ib, ob) into int32 (N, O/ob, H', W', ob), padded with `pad_value`.
+    Both operands hold their channels innermost, as the dot-product intrinsics read them
+    (groups of 4 input channels of a pixel, one vector of output channels): the int8 tiling
+    packs only the weight, once, and the epilogue stores whole vectors."""
+    x, w = args
+    return blocked_conv(x, w, a, name, out.shape, "int32", int(a["pad_value"]))
+
+
+def _conv_integer_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType
+                                    ) -> np.ndarray:
+    plain = [unblock_array(args[0]), unblock_weight(args[1])]
+    return block_array(conv_integer_reference(plain, a, out), out.shape[-1])
+
+
+def _conv_integer_blocked_torch(t, x, w, *, strides, pads, dilations, groups, pad_value):
+    oo, io, kh, kw, ib, ob = w.shape
+    plain_w = w.permute(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw)
+    y = conv_integer_torch(t, torch_unblock(t, x), plain_w, strides=strides, pads=pads,
+                           dilations=dilations, groups=groups, pad_value=pad_value)
+    return torch_block(t, y, ob)
+
+
+define("conv_integer_blocked", "anchor", _conv_blocked_infer, _conv_integer_blocked_lower,
+       _conv_integer_blocked_reference,
+       attrs=dict(strides=None, pads=None, dilations=None, groups=1, pad_value=0),
+       inputs=(2, 2), layout="anchor", dtype=integer_product,
+       torch=_conv_integer_blocked_torch, examples=[
+           # the stem's 3 channels padded to a block of 4; blocked data, stride 2, 1x1
+           Example(((1, 1, 9, 7, 4), (2, 1, 3, 3, 4, 8)), dict(pads=(1, 1, 1, 1), pad_value=9),
+                   dtypes=("uint8", "int8")),
+           Example(((1, 2, 9, 7, 8), (1, 2, 3, 3, 8, 16)),
+                   dict(strides=(2, 2), pads=(1, 0, 1, 1), pad_value=128),
+                   dtypes=("uint8", "int8")),
+           Example(((2, 3, 8, 9, 4), (2, 3, 1, 1, 4, 8)), dict(strides=(2, 2)),
+                   dtypes=("int8", "int8"))])
 
 # ---- max_pool_blocked ----
 

@@ -105,7 +105,7 @@ define("conv", "anchor", conv_infer, _conv_lower, conv_reference, attrs=_CONV_AT
 
 # ---- conv_transpose ----
 
-def _integer_product(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
+def integer_product(inputs: list[TensorType], attrs: Attrs, label: str) -> str:
     """Two 8-bit (or wider) integer operands, each its own dtype; an int32 product."""
     for t in inputs:
         check(t.dtype in INTS and t.dtype not in ("int64", "uint64", "uint32"),
@@ -124,7 +124,7 @@ def _conv_integer_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -
                           pad_name=f"{name}_pad", pad_value=int(a["pad_value"]))
 
 
-def _conv_integer_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
+def conv_integer_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -> np.ndarray:
     x, w = args[0].astype(np.int64), args[1].astype(np.int64)
     before, after = split_pads(a["pads"])
     x = np.pad(x, [(0, 0), (0, 0)] + list(zip(before, after)), constant_values=a["pad_value"])
@@ -132,15 +132,16 @@ def _conv_integer_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -
     return ref.conv_nd(x, w, a["strides"], (0,) * nd, a["dilations"], a["groups"])
 
 
-def _conv_integer_torch(t, x, w, *, strides, pads, dilations, groups, pad_value):
+def conv_integer_torch(t, x, w, *, strides, pads, dilations, groups, pad_value):
     conv = getattr(t.nn.functional, f"conv{x.dim() - 2}d")
     x = t.nn.functional.pad(x.to(t.float64), _torch_pads(pads), value=float(pad_value))
     return conv(x, w.to(t.float64), None, strides, 0, dilations, groups).round().to(t.int32)
 
 
-define("conv_integer", "anchor", conv_infer, _conv_integer_lower, _conv_integer_reference,
-       attrs={**_CONV_ATTRS, "pad_value": 0}, inputs=(2, 2), layout="barrier",
-       dtype=_integer_product, torch=_conv_integer_torch, examples=[
+define("conv_integer", "anchor", conv_infer, _conv_integer_lower, conv_integer_reference,
+       attrs={**_CONV_ATTRS, "pad_value": 0}, inputs=(2, 2), layout="anchor",
+       blocked=("conv_integer_blocked", {}),
+       dtype=integer_product, torch=conv_integer_torch, examples=[
            Example(((1, 8, 9, 7), (16, 8, 3, 3)), dict(pads=(1, 1, 1, 1), pad_value=7),
                    dtypes=("uint8", "int8")),
            Example(((1, 4, 11, 9), (8, 4, 1, 1)), dict(strides=(2, 2)), dtypes=("uint8", "int8")),
@@ -328,7 +329,7 @@ def _matmul_integer_lower(args: list[Arg], a: Attrs, name: str, out: TensorType)
 
 define("matmul_integer", "anchor", _matmul_infer, _matmul_integer_lower,
        lambda args, a, out: np.matmul(args[0].astype(np.int64), args[1].astype(np.int64)),
-       inputs=(2, 2), layout="barrier", dtype=_integer_product,
+       inputs=(2, 2), layout="barrier", dtype=integer_product,
        torch=lambda t, a, b: t.matmul(a.to(t.int64), b.to(t.int64)).to(t.int32),
        examples=[Example(((7, 5), (5, 3)), dtypes=("uint8", "int8")),
                  Example(((2, 7, 20), (20, 32)), dtypes=("uint8", "int8")),

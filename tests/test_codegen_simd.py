@@ -765,3 +765,46 @@ def test_a_converted_narrow_integer_is_loaded_and_stored_as_whole_vectors(cache_
     for func, fn in ((quant, "store(&O["), (dequant, "load(&A[")):
         source = generate_c(func, AVX2)
         assert f"tessel_{short}x8_{fn}" in source and "#pragma omp simd" not in source
+
+
+@pytest.mark.parametrize("narrow", ["uint8", "int8"])
+def test_a_narrow_copy_through_a_select_is_whole_vectors(cache_dir, narrow):
+    """A pad stage of uint8 data (a quantized conv's input, padded with its zero point): a
+    select of a narrow load and a constant, stored narrow, goes through int32 vectors."""
+    n = 37
+    pad = vector_map(n, lambda A, i: ir.select(i >= 5, A[i + 2], ir.const(7, narrow)),
+                     (narrow, narrow))
+    q = np.random.default_rng(3).integers(-100 if narrow == "int8" else 0, 100, n + 8)
+    q = q.astype(narrow)
+    want = np.where(np.arange(n) >= 5, q[2:n + 2], 7).astype(narrow)
+    np.testing.assert_array_equal(run(pad, cache_dir, q), want)
+    source = generate_c(pad, AVX2)
+    short = {"uint8": "u8", "int8": "i8"}[narrow]
+    assert f"tessel_{short}x8_store(&O[" in source and "#pragma omp simd" not in source
+
+
+def test_a_rounded_value_rounds_from_the_unfused_float(cache_dir):
+    """round(a * b + c), vectorized: the sum rounds as numpy's separate multiply and add
+    (a fused multiply-add would move ties at 0.5 by an ulp, and the rounding by a whole
+    step: a quantized epilogue's one-step differences); kernels without rounding still
+    contract into FMA."""
+    from tessel import te
+    from tessel.schedule import Schedule
+    n = 64
+    rng = np.random.default_rng(0)
+    a = rng.uniform(1, 100, n).astype(np.float32)
+    b = rng.uniform(0, 1, n).astype(np.float32)
+    c = np.float32(0.5) - a * b  # a * b + c: 0.5 exactly unfused, 0.5 +- an ulp fused
+    A, B, C = (te.placeholder((n,), name=x) for x in "ABC")
+    funcs = []
+    for fn in (te.round, lambda v: v):
+        out = te.compute((n,), lambda i, fn=fn: fn(A[i] * B[i] + C[i]), name="O")
+        sch = Schedule(te.create_func([A, B, C, out], name="fma"))
+        sch.vectorize(sch.get_loops(sch.get_block("O"))[0])
+        funcs.append(sch.func)
+    rounded = np.zeros(n, np.float32)
+    build(funcs[0], cache_dir=cache_dir)(a, b, c, rounded)
+    np.testing.assert_array_equal(rounded, np.round(a * b + c))
+    assert "fp-contract=off" in generate_c(funcs[0], AVX2)
+    assert "fp-contract" not in generate_c(funcs[1], AVX2)
+

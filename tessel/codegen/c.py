@@ -24,8 +24,8 @@ from tessel.codegen.lowered import (Allocate, Comment, LoweredFunc, Promote, Reg
                                     Scatter, VectorStore, lanes_of)
 from tessel.codegen.passes import lower_kernel
 from tessel.codegen.passes.blocks import buffer_bytes
-from tessel.ir import (Buffer, BufferLoad, BufferStore, For, IfThenElse, PrimFunc, SeqStmt,
-                       Stmt, collect)
+from tessel.ir import (Buffer, BufferLoad, BufferStore, Call, Cast, For, IfThenElse, PrimFunc,
+                       SeqStmt, Stmt, collect, is_float, is_int)
 from tessel.target import Target
 
 ALLOC_FAILED = 1  # kernel status when a heap allocation fails
@@ -252,6 +252,19 @@ _PREAMBLE = """\
 
 #define TESSEL_ALLOC_FAILED 1"""
 
+# A kernel that rounds floats to integers (quantization: round, floor, ceil, a float's
+# conversion to an int) computes each product and sum as the unfused program does: a fused
+# epilogue's x * scale + bias contracted into one FMA moves the value by an ulp, which a
+# rounding at a tie turns into a whole quantization step (a QDQ ResNet's residual conv
+# differed from its reference in 1 of 200704 elements). Before the includes, so every
+# function of the unit (the vector helpers, the intrinsics) has the same options.
+_NO_CONTRACTION = """\
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#else
+#pragma GCC optimize("fp-contract=off")
+#endif"""
+
 def _time_source(call: str, buffers: Sequence[tuple[str, int, int]], threads: int,
                  setup: tuple[str, ...] = (), teardown: tuple[str, ...] = ()) -> str:
     """tessel_time: one warm-up `call`, then `repeat` timed batches of `number` calls, each
@@ -403,17 +416,25 @@ def generate_c(func: PrimFunc, target: Target, *, max_chars: int | None = None,
                                                                                 max_chars)
     packs = [(lower_kernel(f, target), source) for f, source in prepacks]
     rows = func.partition == "rows"
+    exact = rounds_floats(func) or any(rounds_floats(f) for f, _ in prepacks)
     for cap in caps[:-1]:
         try:
             return print_c(lower_kernel(func, target, max_unroll_step=cap,
                                         max_nodes=budget // MIN_CHARS_PER_NODE), target,
                            max_chars=budget, prepacks=packs,
-                           constants=constants, rows=rows)
+                           constants=constants, rows=rows, contract=not exact)
         except SourceTooLarge:
             continue
     return print_c(lower_kernel(func, target, max_unroll_step=caps[-1]), target,
                    max_chars=max_chars, prepacks=packs,
-                   constants=constants, rows=rows)
+                   constants=constants, rows=rows, contract=not exact)
+
+
+def rounds_floats(func: PrimFunc) -> bool:
+    """Whether `func` rounds a float to an integer (round, floor, ceil, a conversion)."""
+    return any((isinstance(e, Call) and e.name in ("round", "floor", "ceil"))
+               or (isinstance(e, Cast) and is_int(e.dtype) and is_float(e.value.dtype))
+               for e in collect(func.body, (Call, Cast)))
 
 
 def _max_unroll_step(func: PrimFunc) -> int:
@@ -440,9 +461,10 @@ def _kernel_source(func: LoweredFunc, target: Target, names: Names,
 
 def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
             prepacks: Sequence[tuple[LoweredFunc, int]] = (),
-            constants: Sequence[int] = (), rows: bool = False) -> str:
+            constants: Sequence[int] = (), rows: bool = False, contract: bool = True) -> str:
     """The translation unit of a lowered kernel (and its split-out pack stages: generate_c;
-    `rows`: its workload is partitioned by rows, PrimFunc.partition)."""
+    `rows`: its workload is partitioned by rows, PrimFunc.partition; without `contract`, no
+    a * b + c becomes one FMA: _NO_CONTRACTION)."""
     names = Names()
     kernel, text, printer = _kernel_source(func, target, names, max_chars)
     packs = [(_kernel_source(f, target, names, None), f, source) for f, source in prepacks]
@@ -462,7 +484,7 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
                  + ", ".join(comment_text(f.params[0].name) for _, f, _ in packs))
     threads = (f"#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: "
                f"tessel.graph.export */\n#define TESSEL_THREADS {target.cores}\n#endif")
-    parts = [head, _PREAMBLE, threads, *(helper_source(h) for h in helpers),
+    parts = [head, *([] if contract else [_NO_CONTRACTION]), _PREAMBLE, threads, *(helper_source(h) for h in helpers),
              *([vector_source(vtypes)] if vtypes else []),
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]

@@ -30,7 +30,7 @@ tessel_floordiv_i64
 tessel_floormod_i32 tessel_floormod_i64 int8_t uint8_t int16_t uint16_t int32_t uint32_t uint64_t
 int64_t size_t NULL INFINITY NAN aligned_alloc free clock_gettime CLOCK_MONOTONIC linux unix i386
 expf exp logf log sqrtf sqrt tanhf tanh erff erf powf pow fabsf fabs floorf floor ceilf ceil
-nearbyintf nearbyint
+nearbyintf nearbyint fma fmaf rint rintf trunc truncf
 isnan isinf isfinite isnormal signbit fpclassify abs labs llabs div ldiv lldiv malloc calloc
 realloc memcpy memset memmove exit abort qsort rand
 srand atoi atof strtol strtod printf fprintf round roundf fmax fmaxf fmin fminf sin sinf cos cosf

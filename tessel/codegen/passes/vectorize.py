@@ -24,8 +24,8 @@ from tessel.codegen.passes.affine import (LANE, Lin, flat_index, interval, is_no
                                           is_positive_const, linear)
 from tessel.codegen.passes.fold import Mentions, substitute_folding
 from tessel.ir import (BinOp, BufferLoad, BufferStore, Call, Cast, Expr, For, IfThenElse,
-                       IntImm, Not, Select, Stmt, StmtMutator, Var, collect, collect_stmts, const,
-                       is_float, seq)
+                       IntImm, Not, Select, Stmt, StmtMutator, Var, cast, collect, collect_stmts,
+                       const, is_float, select, seq)
 from tessel.ir.expr import CMP_OPS, binop
 from tessel.target import Target
 
@@ -180,8 +180,12 @@ class _Chunk(StmtMutator):
         raise NotVectorizable(f"{type(s).__name__} has no vector form here")
 
     def store(self, s: BufferStore) -> Stmt:
-        if s.buffer.dtype in NARROW and isinstance(s.value, Cast):
-            return self.narrow_store(s)
+        if s.buffer.dtype in NARROW:  # a conversion, or a copy (a pad's select) via int32
+            value = s.value if isinstance(s.value, Cast) else cast(s.buffer.dtype,
+                                                                   _widened(s.value))
+            if not isinstance(value, Cast):
+                raise NotVectorizable(f"stores of {s.buffer.dtype} have no vector form here")
+            return self.narrow_store(BufferStore(s.buffer, value, s.indices))
         if s.buffer.dtype not in VECTOR_DTYPES:
             raise NotVectorizable(f"stores of {s.buffer.dtype} have no vector form here")
         if not any(self.varies(i) for i in s.indices):
@@ -390,6 +394,16 @@ class _Chunk(StmtMutator):
             raise NotVectorizable(f"{e.name} has no vector form here")
         args = tuple(self.vector(a, e.dtype) for a in e.args)
         return VectorCall(e.name, symbol, args, self.width, e.dtype)
+
+
+def _widened(e: Expr) -> Expr:
+    """A narrow integer expression as int32, the widening pushed into selects' branches so a
+    narrow load converts where it is loaded (narrow_load) and a constant is an int32 one."""
+    if isinstance(e, Select):
+        return select(e.cond, _widened(e.true_value), _widened(e.false_value))
+    if isinstance(e, IntImm):
+        return const(e.value, "int32")
+    return cast("int32", e)
 
 
 def _conjuncts(e: Expr) -> list[Expr]:

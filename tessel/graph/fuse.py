@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from tessel.graph.ir import Graph, Node
 from tessel.graph.ops import OPS
 
-MAX_GROUP_NODES = 16
+MAX_GROUP_NODES = 32  # a QDQ residual block's conv, requantization and add: 22
 # kind of the group -> kinds of the nodes that may join it
 _JOINS = {"anchor": {"elemwise"}, "reduce": {"elemwise"},
           "elemwise": {"elemwise", "injective"}, "injective": {"elemwise", "injective"}}
@@ -131,14 +131,22 @@ def _take_siblings(graph: Graph, node: Node, host: FusedGroup, owner: dict[str, 
     such groups whose result only it reads: an LSTM step's c = f * c + i * g reads three
     gates, each a slice of the gate product and an activation, and ran as four kernels (a
     group's values other than its result are read inside it only, so another group that
-    reads just `node`'s inputs depends on nothing of `host`'s)."""
-    if OPS[node.op].kind != "elemwise" or host.kind not in ("elemwise", "injective"):
+    reads just `node`'s inputs depends on nothing of `host`'s). Joining an anchor's
+    epilogue, it takes elementwise groups of its own shape (a prologue of the kernel)."""
+    if OPS[node.op].kind != "elemwise" or host.kind not in ("elemwise", "injective", "anchor"):
         return
+    shape = graph.types[node.output].shape
     for v in dict.fromkeys(node.inputs):
         other = owner.get(v)
         if other is None or other is host or other.kind not in ("elemwise", "injective") or \
                 other.in_place or not _sole_use(graph, other, v, users) or \
                 len(host.nodes) + len(other.nodes) >= MAX_GROUP_NODES:
+            continue
+        if host.kind == "anchor" and (other.kind != "elemwise" or
+                                      graph.types[v].shape != shape):
+            # an epilogue takes an elementwise input of its own shape (a quantized residual's
+            # dequantization: a kernel and a float tensor in memory less), not one it would
+            # recompute at every element it broadcasts to (a squeeze-excite gate)
             continue
         host.nodes[:0] = other.nodes
         groups.remove(other)

@@ -1,5 +1,6 @@
-"""x86 integer dot-product intrinsics: VNNI (vpdpbusd) at 512 and 256 bits, and the exact
-AVX2 / AVX-512BW path for CPUs without VNNI (operands widened to 16 bits, vpmaddwd).
+"""x86 integer dot-product intrinsics: VNNI (vpdpbusd for u8 x s8, vpdpwssd on operands widened
+to 16 bits for s8 x s8) at 512 and 256 bits, and the exact AVX2 / AVX-512BW path for CPUs
+without VNNI (operands widened to 16 bits, vpmaddwd).
 
 Each computes C[j] += A[k] * B[j, k] in int32 for `lanes` outputs j and a group of k: one A
 group (4 or 2 bytes) broadcast to every lane, B's groups packed lane after lane.
@@ -46,12 +47,27 @@ def _madd(lanes: int, a: str, name: str) -> TensorIntrin:
                         frozenset(features), body, target, ("immintrin.h",), _EXACT)
 
 
+def _dpwssd(lanes: int, name: str, features: set[str], target: str, fn: str) -> TensorIntrin:
+    """s8 x s8 on VNNI: both sign-extended to int16, vpdpwssd multiplies the pairs and adds
+    them into the accumulator in one instruction (the AVX-512BW path's vpmaddwd + vpaddd);
+    vpdpbusd takes an unsigned operand, so a signed one goes this way."""
+    bits, half = lanes * 32, lanes * 16
+    body = (f"{_pair('int8')}__m{bits}i b16 = _mm{bits}_cvtepi8_epi16((__m{half}i)b);\n"
+            f"return (__typeof__(acc)){fn}((__m{bits}i)acc, _mm{bits}_set1_epi32((int)a2), "
+            "b16);")
+    return TensorIntrin(name, dot_desc(lanes, 2, "int8", "int8", name), "x86_64",
+                        frozenset(features), body, target, ("immintrin.h",), _EXACT)
+
+
 INTRINSICS = (
     _vnni(16, "dot_u8s8_16x4_vnni", {"avx512f", "avx512_vnni"}, "avx512f,avx512vnni",
           "_mm512_dpbusd_epi32"),
     _vnni(8, "dot_u8s8_8x4_vnni", {"avx512vl", "avx512_vnni"}, "avx512f,avx512vl,avx512vnni",
           "_mm256_dpbusd_epi32"),
     _vnni(8, "dot_u8s8_8x4_avxvnni", {"avx_vnni"}, "avx2,avxvnni", "_mm256_dpbusd_avx_epi32"),
+    _dpwssd(16, "dot_s8s8_16x2_vnni", {"avx512f", "avx512bw", "avx512_vnni"},
+            "avx512f,avx512bw,avx512vnni", "_mm512_dpwssd_epi32"),
+    _dpwssd(8, "dot_s8s8_8x2_avxvnni", {"avx_vnni"}, "avx2,avxvnni", "_mm256_dpwssd_avx_epi32"),
     _madd(16, "uint8", "dot_u8s8_16x2_avx512"),
     _madd(16, "int8", "dot_s8s8_16x2_avx512"),
     _madd(8, "uint8", "dot_u8s8_8x2_avx2"),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from tessel.graph.frontend.context import Const, Value
-from tessel.graph.frontend.onnx_convert_quant import quantized_conv
+from tessel.graph.frontend.onnx_convert_quant import integer_conv, qlinear_conv, quantized_conv
 
 if TYPE_CHECKING:
     from tessel.graph.frontend.onnx_import import Converter, Importer
@@ -47,17 +47,29 @@ def _window(attrs: dict, nd: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(attrs.get("strides", [1] * nd)), tuple(attrs.get("dilations", [1] * nd))
 
 
-def _conv(ctx: Importer, ins: list, attrs: dict) -> Value:
-    spatial, kernel = ctx.shape(ins[0])[2:], ctx.shape(ins[1])[2:]
+def _conv_attrs(ctx: Importer, x: Value, w: Value, attrs: dict) -> dict:
+    """strides, pads, dilations and groups of a Conv-like node of data x and weight w."""
+    spatial, kernel = ctx.shape(x)[2:], ctx.shape(w)[2:]
     strides, dilations = _window(attrs, len(kernel))
-    pads = _pads(ctx, attrs, spatial, kernel, strides, dilations)
-    groups = int(attrs.get("group", 1))
-    int8 = quantized_conv(ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None,
-                          strides=strides, pads=pads, dilations=dilations, groups=groups)
+    return dict(strides=strides, pads=_pads(ctx, attrs, spatial, kernel, strides, dilations),
+                dilations=dilations, groups=int(attrs.get("group", 1)))
+
+
+def _conv(ctx: Importer, ins: list, attrs: dict) -> Value:
+    conv = _conv_attrs(ctx, ins[0], ins[1], attrs)
+    int8 = quantized_conv(ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None, **conv)
     if int8 is not None:
         return int8
-    return ctx.out("conv", _present(ins), strides=strides, pads=pads, dilations=dilations,
-                   groups=groups)
+    return ctx.out("conv", _present(ins), **conv)
+
+
+def _conv_integer(ctx: Importer, ins: list, attrs: dict) -> Value:
+    return integer_conv(ctx, ins[0], ins[1], _opt(ins, 2), _opt(ins, 3), True,
+                        **_conv_attrs(ctx, ins[0], ins[1], attrs))
+
+
+def _qlinear_conv(ctx: Importer, ins: list, attrs: dict) -> Value:
+    return qlinear_conv(ctx, ins, **_conv_attrs(ctx, ins[0], ins[3], attrs))
 
 
 def _transpose_pads(attrs: dict, spatial: Sequence[int], kernel: Sequence[int],
@@ -264,7 +276,8 @@ def _lrn(ctx: Importer, ins: list, attrs: dict) -> Value:
 
 
 NN: dict[str, Converter] = {
-    "Conv": _conv, "ConvTranspose": _conv_transpose, "Gemm": _gemm, "MatMul": _matmul,
+    "Conv": _conv, "ConvInteger": _conv_integer, "QLinearConv": _qlinear_conv,
+    "ConvTranspose": _conv_transpose, "Gemm": _gemm, "MatMul": _matmul,
     "BatchNormalization": _batch_norm, "MaxPool": _pool("max_pool"),
     "AveragePool": _pool("avg_pool"), "GlobalMaxPool": _global_max_pool,
     "GlobalAveragePool": lambda ctx, ins, attrs: ctx.out("global_avg_pool", ins[:1]),

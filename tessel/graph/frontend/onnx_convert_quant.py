@@ -1,5 +1,6 @@
 """ONNX converters of quantized models (`QUANT`, merged into `onnx_import.CONVERTERS`):
-QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul.
+QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul; and the
+integer convolutions that ConvInteger, QLinearConv and QDQ Convs become (onnx_convert_nn).
 
 Quantization is affine: real = (q - zero_point) * scale, per tensor or per slice along `axis`.
 QuantizeLinear rounds half to even and saturates to the zero point's type (uint8 without
@@ -163,11 +164,7 @@ def quantized_conv(ctx: Importer, x: Value, w: Value, bias: Value | None,
         return None
     zero = 0 if zx is None else int(np.asarray(zx).reshape(()))
     ones = (1,) * (len(ctx.shape(w)) - 2)
-    acc = ctx.emit("conv_integer", [x_q, w_q], pad_value=zero, **conv)
-    if zero:
-        sums = w_q.array.astype(np.int64).reshape(out_channels, -1).sum(axis=1) * zero
-        acc = ctx.emit("sub", [acc, ctx.new_const(sums.astype(np.int32).reshape(
-            (1, out_channels, *ones)), "zero_shift")])
+    acc = _shifted_conv(ctx, x_q, w_q, zero, ctx.emit, conv)
     scale = (np.float32(np.asarray(sx).reshape(())) * np.asarray(sw, np.float32).reshape(-1)
              * np.ones(out_channels, np.float32))
     real = ctx.emit("cast", [acc], to="float32")
@@ -178,10 +175,61 @@ def quantized_conv(ctx: Importer, x: Value, w: Value, bias: Value | None,
     return ctx.out("add", [scaled, ctx.reshape(bias, (1, out_channels, *ones))])
 
 
+def _shifted_conv(ctx: Importer, x: Value, w: Const, zero: int, done, conv: dict) -> Value:
+    """int32 conv(x - zero, w) of a constant 8-bit weight: conv_integer on x itself, padded
+    with `zero` (the real 0), minus zero x the weight's sums per output channel."""
+    if not zero:
+        return done("conv_integer", [x, w], pad_value=0, **conv)
+    acc = ctx.emit("conv_integer", [x, w], pad_value=zero, **conv)
+    out_channels, rank = ctx.shape(w)[0], len(ctx.shape(w))
+    sums = w.array.astype(np.int64).reshape(out_channels, -1).sum(axis=1) * zero
+    return done("sub", [acc, ctx.new_const(sums.astype(np.int32).reshape(
+        (1, out_channels) + (1,) * (rank - 2)), "zero_shift")])
+
+
+def integer_conv(ctx: Importer, x: Value, w: Value, x_zp: Value | None, w_zp: Value | None,
+                 final: bool, **conv: object) -> Value:
+    """int32 conv(x - x_zp, w - w_zp), padded with the real 0 (ONNX ConvInteger): on the 8-bit
+    operands themselves where w is a constant without a zero point and x's is a constant
+    (_shifted_conv: the dot-product intrinsics compute it), else each operand widened to
+    int32 and its zero point (w's per output channel) subtracted first."""
+    done = ctx.out if final else ctx.emit
+    rank = len(ctx.shape(w))
+    if isinstance(w, Const) and _zero(ctx, w_zp) and (x_zp is None or isinstance(x_zp, Const)):
+        ctx.check(x_zp is None or np.size(x_zp.array) == 1,
+                  f"x_zero_point of shape {ctx.shape(x_zp)}: a conv's input zero point is "
+                  f"per tensor")
+        zero = 0 if x_zp is None else int(x_zp.array.reshape(()))
+        return _shifted_conv(ctx, x, w, zero, done, conv)
+    wide = []
+    for v, zp, axis in ((x, x_zp, 1), (w, w_zp, 0)):
+        v32 = _as(ctx, v, "int32")
+        if not _zero(ctx, zp):
+            v32 = ctx.emit("sub", [v32, _along(ctx, _as(ctx, zp, "int32"), axis, rank)])
+        wide.append(v32)
+    return done("conv_integer", wide, pad_value=0, **conv)
+
+
+def qlinear_conv(ctx: Importer, ins: list, **conv: object) -> Value:
+    """ONNX QLinearConv: the integer conv plus the int32 bias, scaled by x_scale x w_scale (w's
+    per output channel) and quantized to y's scale and zero point."""
+    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, *bias = ins
+    acc = integer_conv(ctx, x, w, x_zp, w_zp, False, **conv)
+    rank, out_channels = len(ctx.shape(w)), ctx.shape(w)[0]
+    if bias and bias[0] is not None:
+        acc = ctx.emit("add", [acc, ctx.reshape(_as(ctx, bias[0], "int32"),
+                                                (1, out_channels) + (1,) * (rank - 2))])
+    scale = ctx.emit("mul", [_along(ctx, _as(ctx, x_scale, "float32"), 1, rank),
+                             _along(ctx, _as(ctx, w_scale, "float32"), 1, rank)])
+    real = ctx.emit("mul", [_as(ctx, acc, "float32"), scale])
+    return quantize(ctx, real, y_scale, y_zp, 1, ctx.dtype(y_zp))
+
+
 QUANT: dict[str, Converter] = {
     "QuantizeLinear": _quantize_linear, "DequantizeLinear": _dequantize_linear,
     "DynamicQuantizeLinear": _dynamic_quantize_linear, "MatMulInteger": _matmul_integer,
     "QLinearMatMul": _qlinear_matmul,
 }
 
-__all__ = ["QUANT", "quantize", "integer_product", "quantized_conv"]
+__all__ = ["QUANT", "quantize", "integer_product", "quantized_conv", "integer_conv",
+           "qlinear_conv"]

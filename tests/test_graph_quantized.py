@@ -125,8 +125,9 @@ def test_qdq_convnet_computes_in_int8_and_matches_onnxruntime_within_one_step(tm
 
 
 def _residual_convnet(path, seed=0):
-    """x (1, 3, 14, 14) -> Conv 3x3 (16) -> Relu = a; a -> Conv 3x3 -> Relu -> Conv 3x3, + a,
-    Relu -> Conv 1x1 (8): ResNet's stem (3 channels) and residual block in small."""
+    """x (1, 3, 14, 14) -> Conv 3x3 (16) -> Relu -> MaxPool 3x3 = a; a -> Conv 3x3 -> Relu ->
+    Conv 3x3, + a, Relu -> Conv 1x1 (8): ResNet's stem (3 channels), pool and residual block
+    in small."""
     rng = np.random.default_rng(seed)
     shapes = {"w1": (16, 3, 3, 3), "w2": (16, 16, 3, 3), "w3": (16, 16, 3, 3), "w4": (8, 16, 1, 1)}
     inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.2, n)
@@ -135,7 +136,8 @@ def _residual_convnet(path, seed=0):
               for n, s in shapes.items()]
     pad = dict(pads=[1, 1, 1, 1])
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], **pad),
-             helper.make_node("Relu", ["c1"], ["a"]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["a"], kernel_shape=[3, 3], **pad),
              helper.make_node("Conv", ["a", "w2", "b2"], ["c2"], **pad),
              helper.make_node("Relu", ["c2"], ["r2"]),
              helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], **pad),
@@ -160,8 +162,9 @@ class _Images(quantization.CalibrationDataReader):
 def test_qdq_residual_net_runs_in_blocked_int8_layouts_and_matches_onnxruntime(tmp_path):
     """Every convolution of a QDQ net runs as conv_integer_blocked (uint8 activations in
     NCHW[b]c between the kernels, the 3-channel image padded to a block of 4, so the stem
-    takes the dot-product instructions too), the residual's requantizations fused into the
-    epilogue without a scalar loop, and the output is onnxruntime's."""
+    takes the dot-product instructions too), the max pool on the 8-bit data, the residual's
+    requantizations fused into the epilogue without a scalar loop, and the output is
+    onnxruntime's."""
     fp, qp = tmp_path / "residual.onnx", tmp_path / "residual_qdq.onnx"
     _residual_convnet(fp)
     quantization.quantize_static(str(fp), str(qp), _Images(),
@@ -173,6 +176,8 @@ def test_qdq_residual_net_runs_in_blocked_int8_layouts_and_matches_onnxruntime(t
     assert len(convs) == 4 and not any("conv_integer_" not in k.func.name and "conv" in
                                        k.func.name for k in kernels)
     assert convs[0].func.params[0].shape == (1, 1, 14, 14, 4)  # 3 channels and a zero one
+    pool = next(k for k in kernels if "max_pool" in k.func.name)
+    assert pool.func.params[0].dtype in ("uint8", "int8")  # the stem's 8-bit output
     lanes = min(host.vector_lanes("float32"), 16)
     assert convs[1].func.params[0].shape == (1, 16 // lanes, 14, 14, lanes)
     model = tessel.compile_model(str(qp))

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from tessel.graph.frontend.context import Const, Value
-from tessel.graph.frontend.onnx_convert_quant import integer_conv, qlinear_conv, quantized_conv
+from tessel.graph.frontend.onnx_convert_quant import (integer_conv, qlinear_conv, quantized_conv,
+                                                      quantized_max_pool)
 
 if TYPE_CHECKING:
     from tessel.graph.frontend.onnx_import import Converter, Importer
@@ -199,9 +200,10 @@ def _pool(op: str) -> Converter:
         if op == "avg_pool":
             return ctx.out(op, ins[:1], **window,
                            count_include_pad=bool(attrs.get("count_include_pad", 0)))
-        y = ctx.out(op, ins[:1], **window)
         if not ctx.wants(1):
-            return y
+            int8 = quantized_max_pool(ctx, ins[0], window)
+            return int8 if int8 is not None else ctx.out(op, ins[:1], **window)
+        y = ctx.out(op, ins[:1], **window)
         return [y, ctx.emit("max_pool_indices", ins[:1], **window,
                             storage_order=int(attrs.get("storage_order", 0)))]
     return convert

@@ -175,6 +175,28 @@ def quantized_conv(ctx: Importer, x: Value, w: Value, bias: Value | None,
     return ctx.out("add", [scaled, ctx.reshape(bias, (1, out_channels, *ones))])
 
 
+def quantized_max_pool(ctx: Importer, x: Value, window: dict) -> Value | None:
+    """MaxPool(DequantizeLinear(x_q)) as DequantizeLinear(MaxPool(x_q)), the pool reading and
+    writing the 8-bit data (a QDQ ResNet's stem wrote its 112 x 112 x 64 output as floats
+    for the pool): exact, since dequantizing with a positive scale keeps the order and the
+    pool's padding (the 8-bit type's least value) never wins. None where it does not hold
+    (a per-channel or non-positive scale)."""
+    q = ctx.dequantized.get(x) if isinstance(x, str) else None
+    if q is None:
+        return None
+    x_q, scale, zp, axis = q
+    if np.size(scale) != 1 or not float(np.asarray(scale).reshape(())) > 0 or \
+            (zp is not None and np.size(zp) != 1):
+        return None
+    pooled = ctx.emit("max_pool", [x_q], **window)
+    y = _as(ctx, pooled, "float32")
+    if zp is not None and np.any(zp):
+        y = ctx.emit("sub", [y, ctx.scalar(float(np.asarray(zp).reshape(())))])
+    out = ctx.out("mul", [y, ctx.scalar(float(np.asarray(scale).reshape(())))])
+    ctx.dequantized[ctx.out_name] = (pooled, scale, zp, axis)
+    return out
+
+
 def _shifted_conv(ctx: Importer, x: Value, w: Const, zero: int, done, conv: dict) -> Value:
     """int32 conv(x - zero, w) of a constant 8-bit weight: conv_integer on x itself, padded
     with `zero` (the real 0), minus zero x the weight's sums per output channel."""
@@ -232,4 +254,4 @@ QUANT: dict[str, Converter] = {
 }
 
 __all__ = ["QUANT", "quantize", "integer_product", "quantized_conv", "integer_conv",
-           "qlinear_conv"]
+           "qlinear_conv", "quantized_max_pool"]

@@ -29,7 +29,7 @@ import numpy as np
 from tessel import te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, define, elementwise, f64,
-                                      same)
+                                      numbers, same)
 from tessel.graph.opdefs.nn import (conv_infer, conv_integer_reference, conv_integer_torch,
                                     conv_reference, conv_torch, integer_product, pool_after,
                                     pool_infer, pool_reference, pool_torch)
@@ -335,7 +335,7 @@ def _pool_blocked_torch(t, x, *, kernel, strides, pads, ceil_mode, dilations):
 define("max_pool_blocked", "reduce", _pool_blocked_infer, _pool_blocked_lower,
        _pool_blocked_reference, attrs=dict(kernel=REQUIRED, strides=None, pads=None,
                                             ceil_mode=False, dilations=None),
-       layout="channelwise", torch=_pool_blocked_torch, examples=[
+       layout="channelwise", torch=_pool_blocked_torch, dtype=numbers, examples=[
            Example(((1, 2, 7, 9, 4),), dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
            Example(((1, 3, 11, 13, 2),), dict(kernel=(3, 2), strides=(2, 2),
                                               pads=(1, 1, 1, 1), ceil_mode=True)),

@@ -203,7 +203,8 @@ def test_intrinsics_match_numpy(cache_dir):
         "rsqrt": (te.rsqrt, lambda x: 1 / np.sqrt(x)), "tanh": (te.tanh, np.tanh),
         "erf": (te.erf, np.vectorize(erf)), "sigmoid": (te.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
         "abs": (te.abs, np.abs), "floor": (te.floor, np.floor), "ceil": (te.ceil, np.ceil),
-        "round": (te.round, np.round), "pow": (lambda x: te.pow(x, 1.5), lambda x: np.power(x, 1.5)),
+        "round": (te.round, np.round),
+        "pow": (lambda x: te.pow(x, 1.5), lambda x: np.power(x, 1.5)),
     }
     outs = [te.compute((32,), applied(f, A), name=name) for name, (f, _) in fns.items()]
     a = np.abs(rand(32)) * 3 + 0.01

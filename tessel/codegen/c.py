@@ -484,7 +484,8 @@ def print_c(func: LoweredFunc, target: Target, *, max_chars: int | None = None,
                  + ", ".join(comment_text(f.params[0].name) for _, f, _ in packs))
     threads = (f"#ifndef TESSEL_THREADS  /* a library of many kernels sets its own: "
                f"tessel.graph.export */\n#define TESSEL_THREADS {target.cores}\n#endif")
-    parts = [head, *([] if contract else [_NO_CONTRACTION]), _PREAMBLE, threads, *(helper_source(h) for h in helpers),
+    parts = [head, *([] if contract else [_NO_CONTRACTION]), _PREAMBLE, threads,
+             *(helper_source(h) for h in helpers),
              *([vector_source(vtypes)] if vtypes else []),
              *(t for (_, t, _), _, _ in packs), text]
     casts = [f"({t})args[{k}]" for k, t in enumerate(types[:n_own])]

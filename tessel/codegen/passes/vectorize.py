@@ -33,7 +33,8 @@ VECTOR_DTYPES = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i
 # integers that are only loaded and converted, or converted and stored (quantized data: a
 # QuantizeLinear's uint8 output, a DequantizeLinear's input): contiguous vectors at the cast
 NARROW = ("int8", "uint8", "int16", "uint16")
-ROUNDED = ("floor", "ceil", "round")  # vectorized by tessel's helpers (the ISA's rounding instruction)
+# vectorized by tessel's helpers (the ISA's rounding instruction)
+ROUNDED = ("floor", "ceil", "round")
 MASK_DTYPE = {"float32": "int32", "float64": "int64", "int32": "int32", "int64": "int64"}
 MAX_UNROLLED_CHUNKS = 4  # more full vectors than this become a loop over chunks
 

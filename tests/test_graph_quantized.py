@@ -94,9 +94,11 @@ def _convnet(path, seed=0):
 
 
 class _Batches(quantization.CalibrationDataReader):
-    def __init__(self):
-        rng = np.random.default_rng(7)
-        self.batches = iter([{"x": rng.standard_normal((1, 3, 12, 12)).astype(np.float32)}
+    """Four random calibration batches of input x's `shape`."""
+
+    def __init__(self, shape=(1, 3, 12, 12), seed=7):
+        rng = np.random.default_rng(seed)
+        self.batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)}
                              for _ in range(4)])
 
     def get_next(self):
@@ -149,16 +151,6 @@ def _residual_convnet(path, seed=0):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-class _Images(quantization.CalibrationDataReader):
-    def __init__(self):
-        rng = np.random.default_rng(5)
-        self.batches = iter([{"x": rng.standard_normal((1, 3, 14, 14)).astype(np.float32)}
-                             for _ in range(4)])
-
-    def get_next(self):
-        return next(self.batches, None)
-
-
 def test_qdq_residual_net_runs_in_blocked_int8_layouts_and_matches_onnxruntime(tmp_path):
     """Every convolution of a QDQ net runs as conv_integer_blocked (uint8 activations in
     NCHW[b]c between the kernels, the 3-channel image padded to a block of 4, so the stem
@@ -167,7 +159,7 @@ def test_qdq_residual_net_runs_in_blocked_int8_layouts_and_matches_onnxruntime(t
     onnxruntime's."""
     fp, qp = tmp_path / "residual.onnx", tmp_path / "residual_qdq.onnx"
     _residual_convnet(fp)
-    quantization.quantize_static(str(fp), str(qp), _Images(),
+    quantization.quantize_static(str(fp), str(qp), _Batches((1, 3, 14, 14), seed=5),
                                  quant_format=quantization.QuantFormat.QDQ, per_channel=True,
                                  weight_type=quantization.QuantType.QInt8)
     host = tessel.Target("host")

@@ -83,6 +83,12 @@ def _dequantize_linear(ctx: Importer, ins: list, attrs: dict) -> Value:
     axis, rank = int(attrs.get("axis", 1)), len(ctx.shape(x))
     if isinstance(scale, Const) and (zp is None or isinstance(zp, Const)):
         ctx.dequantized[ctx.out_name] = (x, scale.array, None if zp is None else zp.array, axis)
+    return _dequantize(ctx, x, scale, zp, axis, rank)
+
+
+def _dequantize(ctx: Importer, x: Value, scale: Value, zp: Value | None, axis: int,
+                rank: int) -> Value:
+    """(float(x) - zp) * scale, the node's output."""
     y = _as(ctx, x, "float32")
     if not _zero(ctx, zp):
         y = ctx.emit("sub", [y, _along(ctx, _as(ctx, zp, "float32"), axis, rank)])
@@ -189,10 +195,9 @@ def quantized_max_pool(ctx: Importer, x: Value, window: dict) -> Value | None:
             (zp is not None and np.size(zp) != 1):
         return None
     pooled = ctx.emit("max_pool", [x_q], **window)
-    y = _as(ctx, pooled, "float32")
-    if zp is not None and np.any(zp):
-        y = ctx.emit("sub", [y, ctx.scalar(float(np.asarray(zp).reshape(())))])
-    out = ctx.out("mul", [y, ctx.scalar(float(np.asarray(scale).reshape(())))])
+    zero = None if zp is None else ctx.scalar(float(np.asarray(zp).reshape(())))
+    out = _dequantize(ctx, pooled, ctx.scalar(float(np.asarray(scale).reshape(()))), zero, 1,
+                      len(ctx.shape(pooled)))
     ctx.dequantized[ctx.out_name] = (pooled, scale, zp, axis)
     return out
 

@@ -229,11 +229,16 @@ def _conv_blocked_reference(args: list[np.ndarray], a: Attrs, out: TensorType) -
 
 
 def _conv_blocked_torch(t, x, w, b=None, *, strides, pads, dilations, groups):
-    oo, io, kh, kw, ib, ob = w.shape
-    plain_w = w.permute(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw)
+    plain_w = torch_unblock_weight(w)
     y = conv_torch(t, torch_unblock(t, x), plain_w, b, strides=strides, pads=pads,
                     dilations=dilations, groups=groups)
-    return torch_block(t, y, ob)
+    return torch_block(t, y, w.shape[5])
+
+
+def torch_unblock_weight(w):
+    """(O/ob, I/ib, KH, KW, ib, ob) -> OIHW, a torch tensor (unblock_weight's twin)."""
+    oo, io, kh, kw, ib, ob = w.shape
+    return w.permute(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw)
 
 
 define("conv_blocked", "anchor", _conv_blocked_infer, _conv_blocked_lower,
@@ -248,7 +253,6 @@ define("conv_blocked", "anchor", _conv_blocked_infer, _conv_blocked_lower,
                    dict(pads=(1, 1, 1, 1), groups=8)),
            Example(((1, 3, 9, 9, 4), (3, 1, 3, 3, 1, 4)),
                    dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(2, 1), groups=12))])
-
 
 
 # ---- conv_integer_blocked ----
@@ -271,11 +275,10 @@ def _conv_integer_blocked_reference(args: list[np.ndarray], a: Attrs, out: Tenso
 
 
 def _conv_integer_blocked_torch(t, x, w, *, strides, pads, dilations, groups, pad_value):
-    oo, io, kh, kw, ib, ob = w.shape
-    plain_w = w.permute(0, 5, 1, 4, 2, 3).reshape(oo * ob, io * ib, kh, kw)
+    plain_w = torch_unblock_weight(w)
     y = conv_integer_torch(t, torch_unblock(t, x), plain_w, strides=strides, pads=pads,
                            dilations=dilations, groups=groups, pad_value=pad_value)
-    return torch_block(t, y, ob)
+    return torch_block(t, y, w.shape[5])
 
 
 define("conv_integer_blocked", "anchor", _conv_blocked_infer, _conv_integer_blocked_lower,
@@ -291,6 +294,7 @@ define("conv_integer_blocked", "anchor", _conv_blocked_infer, _conv_integer_bloc
                    dtypes=("uint8", "int8")),
            Example(((2, 3, 8, 9, 4), (2, 3, 1, 1, 4, 8)), dict(strides=(2, 2)),
                    dtypes=("int8", "int8"))])
+
 
 # ---- max_pool_blocked ----
 

@@ -14,10 +14,14 @@ The schedule is gmm_schedule.py's for integers, with the innermost block tensori
 
 With --trials, the workload is also tuned in the auto space (MultiLevelTilingWithIntrin: the
 same structure with sampled tiles, the expert priors first) and the best program is timed
-beside the hand schedule. The intrinsic is the first of tessel.intrin.for_target(host) for
-u8 x s8 (VNNI-512 on an AVX-512 VNNI CPU, the exact 16-bit AVX2 path without VNNI). The
-*peak* is measured by a probe that runs that same intrinsic's C function on a 4 x 3 register
-tile in every thread (probe_source), as the fp32 peak is measured with FMAs. The references,
+beside the hand schedule. The intrinsic is the first vector intrinsic of
+tessel.intrin.for_target(host) for u8 x s8 (VNNI-512 on an AVX-512 VNNI CPU, the exact 16-bit
+AVX2 path without VNNI). The *peak* is measured by a probe that runs that same intrinsic's C
+function on a 4 x 3 register tile in every thread (probe_source), as the fp32 peak is
+measured with FMAs. On a host with AMX, a second hand schedule runs in 32 x 32 blocks of AMX's
+memory intrinsic (schedule_amx), the auto space tunes with it, and the host's peak is the
+tile unit's (amx_probe_source: four tdpbusd on four accumulator tiles per round in every
+thread). The references,
 timed in the same run, interleaved: onnxruntime's MatMulInteger (u8 x s8, its MLAS kernels)
 and torch._int_mm (s8 x s8), and tessel's own fp32 GMM of the same size (gmm_schedule.py's
 schedule).
@@ -41,13 +45,65 @@ from gmm_schedule import largest_divisor, schedule_gmm
 PROBE_ROWS, PROBE_COLS = 4, 3  # the probe's register tile: 12 accumulators
 
 
-def pick_intrin(target: tessel.Target, a: str = "uint8", b: str = "int8") -> intrin.TensorIntrin:
-    """The first intrinsic of the target for a x b dot products (the widest, VNNI first)."""
+def pick_intrin(target: tessel.Target, a: str = "uint8", b: str = "int8",
+                memory: bool = False) -> intrin.TensorIntrin | None:
+    """The first intrinsic of the target for a x b dot products (the widest, VNNI first), or
+    with `memory` its first memory intrinsic (AMX; None without one)."""
     for spec in intrin.for_target(target):
         dtypes = [p.dtype for p in spec.desc.params]
-        if dtypes[:2] == [a, b]:
+        if dtypes[:2] == [a, b] and spec.memory == memory:
             return spec
+    if memory:
+        return None
     raise SystemExit(f"no tensor intrinsic for {a} x {b} on {target}")
+
+
+def schedule_amx(sch: tessel.Schedule, spec: intrin.TensorIntrin,
+                 chunk: int = 1024) -> tessel.Schedule:
+    """The integer matmul block "C" of `sch` in 32 x 32 blocks of AMX's memory intrinsic
+    (tessel.intrin.amx), each call over `chunk` of the reduction: B packed as for VNNI, a
+    local accumulator per block, the blocks in parallel."""
+    c = sch.get_block("C")
+    n_k = sch.get(sch.get_loops(c)[2]).extent
+    chunk = largest_divisor(n_k // 64, chunk // 64) * 64
+    pack = sch.cache_read(c, 1, "global")
+    sch.transform_layout(c, 1, "read", "lambda k, j: (j // 16, k // 4, j % 16, k % 4)")
+    sch.parallel(sch.get_loops(pack)[1])
+    c_local = sch.cache_write(c, 0, "local")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 32])
+    j0, j1, j2 = sch.split(j, [None, 2, 16])
+    k0, k1, k2 = sch.split(k, [None, chunk // 4, 4])
+    sch.reorder(i0, j0, k0, i1, j1, j2, k1, k2)
+    sch.reverse_compute_at(c_local, j0)
+    sch.tensorize(i1, spec.name)
+    sch.vectorize(sch.get_loops(c_local)[-1])
+    sch.parallel(sch.fuse(i0, j0))
+    return sch
+
+
+def amx_probe_source(target: tessel.Target) -> str:
+    """C of `double tessel_probe(int64 iters)`: every thread configures the tiles and runs
+    `iters` rounds of four tdpbusd on four accumulator tiles (the tile unit's peak, as the
+    fp32 peak is measured with FMAs); returns the int ops done."""
+    return "\n".join([
+        "#include <stdint.h>", "#include <string.h>", "#include <immintrin.h>",
+        "#include <omp.h>", "long syscall(long number, ...);",
+        "__attribute__((target(\"amx-tile,amx-int8\")))",
+        "double tessel_probe(int64_t iters) {", "    int threads = 1;",
+        "    syscall(158, 0x1023, 18);  /* arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) */",
+        f"    #pragma omp parallel num_threads({target.cores})", "    {",
+        "        uint8_t cfg[64] = {1};",
+        "        for (int t = 0; t < 8; ++t) { cfg[16 + 2 * t] = 64; cfg[48 + t] = 16; }",
+        "        _tile_loadconfig(cfg);",
+        "        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);",
+        "        _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);",
+        "        for (int64_t it = 0; it < iters; ++it) {",
+        "            _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);",
+        "            _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);", "        }",
+        "        _tile_release();",
+        "        #pragma omp single", "        threads = omp_get_num_threads();", "    }",
+        "    return 2.0 * 4 * 16 * 16 * 64 * (double)iters * threads;", "}"])
 
 
 def schedule_int8(sch: tessel.Schedule, spec: intrin.TensorIntrin, target: tessel.Target,
@@ -112,14 +168,16 @@ def probe_source(spec: intrin.TensorIntrin, target: tessel.Target) -> str:
 
 
 def probe_peak(spec: intrin.TensorIntrin, target: tessel.Target, rounds: int = 5) -> float:
-    """The host's int8 dot-product peak in GOP/s (one multiply and one add per product)."""
-    lib = ctypes.CDLL(str(compile_shared(probe_source(spec, target), target)))
+    """The host's int8 dot-product peak in GOP/s (one multiply and one add per product): of
+    the tile unit for a memory (AMX) intrinsic, else of the vector intrinsic `spec`."""
+    source = amx_probe_source(target) if spec.memory else probe_source(spec, target)
+    lib = ctypes.CDLL(str(compile_shared(source, target)))
     lib.tessel_probe.restype = ctypes.c_double
     lib.tessel_probe.argtypes = [ctypes.c_int64]
     best = 0.0
     for _ in range(rounds):
         start = time.perf_counter()
-        ops_done = lib.tessel_probe(20_000_000)
+        ops_done = lib.tessel_probe(2_000_000 if spec.memory else 20_000_000)
         best = max(best, ops_done / (time.perf_counter() - start) / 1e9)
     return best
 
@@ -164,8 +222,15 @@ def main() -> None:
     n, target = args.size, tessel.Target("host")
     spec = intrin.get(args.intrin) if args.intrin else pick_intrin(target)
     a_dtype, b_dtype = (p.dtype for p in spec.desc.params[:2])
+    amx = spec if spec.memory else pick_intrin(target, a_dtype, b_dtype, memory=True)
+    if spec.memory:
+        spec = pick_intrin(target, a_dtype, b_dtype)
     func = ops.matmul(n, n, n, dtype=a_dtype, b_dtype=b_dtype, out_dtype="int32")
     mod = tessel.build(schedule_int8(tessel.Schedule(func), spec, target).func, target)
+    hands = {"tessel int8 (hand schedule)": mod}
+    if amx is not None:
+        hands["tessel int8 (hand schedule, AMX)"] = tessel.build(
+            schedule_amx(tessel.Schedule(func), amx).func, target)
     tuned = None
     if args.trials:
         start = time.perf_counter()
@@ -178,7 +243,7 @@ def main() -> None:
     b = rng.integers(-128, 128, (n, n)).astype(np.int8)
     c = np.zeros((n, n), np.int32)
     want = a.astype(np.int64) @ b.astype(np.int64)
-    for m in (mod, tuned) if tuned is not None else (mod,):
+    for m in (*hands.values(), *([tuned] if tuned is not None else [])):
         c[:] = 0
         m(a, b, c)
         assert np.array_equal(c, want), "wrong int8 result"
@@ -186,7 +251,7 @@ def main() -> None:
     af, bf = a.astype(np.float32), b.astype(np.float32)
     cf = np.zeros((n, n), np.float32)
     session, torch = _onnx_matmul_integer(n), _torch_int_mm()
-    runs: dict[str, list[float]] = {"tessel int8 (hand schedule)": [], "tessel fp32": []}
+    runs: dict[str, list[float]] = {**{label: [] for label in hands}, "tessel fp32": []}
     if tuned is not None:
         runs[f"tessel int8 ({args.trials} trials)"] = []
     if session is not None and a_dtype == "uint8":
@@ -198,7 +263,8 @@ def main() -> None:
         tb = torch.from_numpy(b)
     for _ in range(args.rounds):
         settle()
-        runs["tessel int8 (hand schedule)"].append(mod.time(a, b, c, number=5, repeat=3))
+        for label, m in hands.items():
+            runs[label].append(m.time(a, b, c, number=5, repeat=3))
         if tuned is not None:
             runs[f"tessel int8 ({args.trials} trials)"].append(
                 tuned.time(a, b, c, number=5, repeat=3))
@@ -212,6 +278,10 @@ def main() -> None:
     flops = 2.0 * n ** 3
     print(f"target: {target}\nintrinsic: {spec.name} ({spec.exact})")
     print(f"int8 dot-product peak (probe, {target.cores} threads): {peak:7.1f} GOP/s")
+    if amx is not None:  # the host's int8 peak is the tile unit's
+        vnni, peak = peak, probe_peak(amx, target)
+        print(f"AMX tile peak (probe, {target.cores} threads): {peak:7.1f} GOP/s "
+              f"({peak / vnni:.1f}x the vector instruction's); percentages of it")
     for label, secs in runs.items():
         g = gflops(flops, min(secs))
         print(f"  {label:30s} {g:7.1f} GOP/s  ({min(secs) * 1e3:.2f} ms)  {g / peak:5.1%} of peak")

@@ -38,6 +38,28 @@ def tensorized(spec, M, N, K, *, mr=1, via_blockize=False):
     return sch
 
 
+def amx_tensorized(spec, M, N, K, chunk, decompose=True):
+    """A matmul whose 32 x 32 blocks are AMX's memory intrinsic (tessel.intrin.amx), each call
+    over `chunk` of the reduction, with a local accumulator; with `decompose`, its zeroing is
+    a block of its own, else the call's zero flag."""
+    sch = Schedule(int8_matmul(spec, M, N, K))
+    c = sch.get_block("C")
+    sch.cache_read(c, 1, "global")
+    sch.transform_layout(c, 1, "read", "lambda k, j: (j // 16, k // 4, j % 16, k % 4)")
+    c_local = sch.cache_write(c, 0, "local")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 32])
+    j0, j1, j2 = sch.split(j, [None, 2, 16])
+    k0, k1, k2 = sch.split(k, [None, chunk // 4, 4])
+    sch.reorder(i0, j0, k0, i1, j1, j2, k1, k2)
+    sch.reverse_compute_at(c_local, j0)
+    if decompose:
+        sch.decompose_reduction(c, k0)
+    sch.tensorize(i1, spec.name)
+    sch.parallel(sch.fuse(i0, j0))
+    return sch
+
+
 def operands(spec, M, N, K, extreme=False, seed=0):
     a_dtype, b_dtype = (p.dtype for p in spec.desc.params[:2])
     if extreme:  # the largest products: 255 (or -128) times -128, summed over K

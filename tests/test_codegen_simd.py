@@ -765,6 +765,8 @@ def test_a_converted_narrow_integer_is_loaded_and_stored_as_whole_vectors(cache_
     for func, fn in ((quant, "store(&O["), (dequant, "load(&A[")):
         source = generate_c(func, AVX2)
         assert f"tessel_{short}x8_{fn}" in source and "#pragma omp simd" not in source
+    # float -> narrow through int32 (GCC converts a float vector to 8 bits lane by lane)
+    assert f", tessel_i32x8), tessel_{short}x8)" in generate_c(quant, AVX2)
 
 
 @pytest.mark.parametrize("narrow", ["uint8", "int8"])

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import tessel
+from tessel import te
 from tessel.graph import Graph, GraphError
 from tessel.graph.compiler import compile_model, model_tasks
-from tessel.graph.compiler.compile import fallback_program, protocols
+from tessel.graph.compiler.compile import fallback_program, protocols, split_reduction
 from tessel.graph.layout import apply_layout
 from tessel.graph.runtime import CompiledModel, _lifetimes
 from tessel.graph.fold import fold_batch_norm, fold_constants
@@ -331,6 +332,33 @@ def test_model_kernels_name_their_constant_parameters_and_that_is_their_identity
     assert structural_hash(plain) != structural_hash(first)
     assert structural_hash(from_json(to_json(first))) == structural_hash(first)
     assert structural_hash(from_json(to_json(second))) == structural_hash(second)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "sum"])
+def test_a_reduction_to_one_value_runs_in_parallel_vectors_untuned(reduce):
+    """A dynamic quantization's min and max of a whole activation: rfactor into cores x
+    lanes partial results (parallel, vectorized), then combined; equal to numpy."""
+    host = tessel.Target("host")
+    parts = host.cores * host.vector_bits // 32
+    X = te.placeholder((3, 5, 3 * parts), "float32", name="X")
+    r1, r2, r3 = (te.reduce_axis(n, name=f"r{k}") for k, n in enumerate(X.shape))
+    Y = te.compute((1,), lambda i: getattr(te, reduce)(X[r1, r2, r3], axis=[r1, r2, r3]),
+                   name="Y")
+    func = te.create_func([X, Y], name=f"reduce_{reduce}")
+    got, how = fallback_program(func, tessel.space.make_space("auto", host),
+                                tessel.space.postprocs_for(func, host), host)
+    assert how == "prior"
+    kinds = {loop.kind for loop in tessel.ir.collect(got.body, tessel.ir.For)}
+    assert {"parallel", "vectorized"} <= kinds
+    x = np.random.default_rng(4).standard_normal(X.shape).astype(np.float32)
+    y = np.zeros(1, np.float32)
+    tessel.build(got, host)(x, y)
+    np.testing.assert_allclose(y[0], getattr(np, reduce)(x), rtol=1e-5)
+    Z = te.placeholder((37,), "float32", name="Z")
+    r = te.reduce_axis(37, name="r")
+    odd = te.create_func([Z, te.compute((1,), lambda i: te.max(Z[r], axis=r), name="Y")],
+                         name="odd")
+    assert split_reduction(odd, host) is None  # 37 does not split into cores x lanes
 
 
 def _dense_prior(g: Graph):

@@ -20,8 +20,8 @@ from tessel import intrin
 from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
                                    comment_text, float_literal, helper_source)
 from tessel.codegen.c_vector import KernelExprs, vector_source, vtype
-from tessel.codegen.lowered import (Allocate, Comment, LoweredFunc, Promote, RegisterStore,
-                                    Scatter, VectorStore, lanes_of)
+from tessel.codegen.lowered import (Allocate, Comment, IntrinCall, LoweredFunc, Promote,
+                                    RegisterStore, Scatter, VectorStore, lanes_of)
 from tessel.codegen.passes import lower_kernel
 from tessel.codegen.passes.blocks import buffer_bytes
 from tessel.ir import (Buffer, BufferLoad, BufferStore, Call, Cast, For, IfThenElse, PrimFunc,
@@ -86,6 +86,11 @@ class KernelPrinter:
             self.emit(f"{store}(&{self.expr.element(s.buffer, s.indices)}, {self.expr(s.value)});")
         elif isinstance(s, RegisterStore):
             self.emit(f"{self.expr(s.target)} = {self.expr(s.value)};")
+        elif isinstance(s, IntrinCall):
+            self.expr.vtypes.add((s.operands[0].dtype, 0, f"intrin {s.name}"))
+            args = [f"&{self.expr.element(o.buffer, o.indices)}" for o in s.operands]
+            ints = [str(i) for i in s.ints] + [self.expr(s.zero)]
+            self.emit(f"{intrin.get(s.name).c_name}({', '.join(args + ints)});")
         elif isinstance(s, Scatter):
             self.emit_block("", lambda: self.scatter(s))
         elif isinstance(s, IfThenElse):

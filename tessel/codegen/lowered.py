@@ -106,6 +106,19 @@ class Scatter(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class IntrinCall(Stmt):
+    """A memory tensor intrinsic (tessel.intrin `name`) on its operands' first elements
+    (`operands`: a BufferLoad each, whose address the call takes, in the description's
+    parameter order), then its free strides and counts (`ints`), then `zero`: nonzero when
+    the accumulator starts at zero (what it holds is not read)."""
+
+    name: str
+    operands: tuple[Expr, ...]
+    ints: tuple[int, ...]
+    zero: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class RegisterStore(Stmt):
     target: "Register"
     value: Expr
@@ -280,6 +293,9 @@ class _Writer(StmtPrinter):
                          f"{self.e(s.value)}")
         elif isinstance(s, RegisterStore):
             self.emit(d, f"{self.e(s.target)} = {self.e(s.value)}")
+        elif isinstance(s, IntrinCall):
+            args = [f"&{self.e(o)}" for o in s.operands] + [str(i) for i in s.ints]
+            self.emit(d, f"intrin.{s.name}({', '.join(args)}, zero={self.e(s.zero)})")
         elif isinstance(s, Allocate):
             slots = f", slots={list(s.slots)}" if s.slots else ""
             b = s.buffer

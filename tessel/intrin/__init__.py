@@ -14,17 +14,19 @@ parameter order) and returns the new accumulator. `features` are the target feat
 needs; a target without them is refused at code generation, and the space offers an
 intrinsic only where the target has its features (`for_target`).
 
-Intrinsics of x86 (VNNI, AVX2) are in x86.py, of AArch64 in arm.py; REGISTRY maps each name to
+Intrinsics of x86 (VNNI, AVX2) are in x86.py, AMX's (a memory intrinsic: a statement on
+pointers, see base.TensorIntrin) in amx.py, of AArch64 in arm.py; REGISTRY maps each name to
 its TensorIntrin.
 """
 from __future__ import annotations
 
-from tessel.intrin import arm, x86
+from tessel.intrin import amx, arm, x86
 from tessel.intrin.base import IntrinError, TensorIntrin, dot_desc
-from tessel.intrin.match import Operand, match
+from tessel.intrin.match import Binding, Operand, bind, match
 
 ANNOTATION = "tensorize"  # the block annotation naming the intrinsic that computes the block
-REGISTRY: dict[str, TensorIntrin] = {i.name: i for i in (*x86.INTRINSICS, *arm.INTRINSICS)}
+REGISTRY: dict[str, TensorIntrin] = {i.name: i for i in (*amx.INTRINSICS, *x86.INTRINSICS,
+                                                        *arm.INTRINSICS)}
 
 
 def get(name: str) -> TensorIntrin:
@@ -42,4 +44,4 @@ def for_target(target) -> list[TensorIntrin]:
 
 
 __all__ = ["ANNOTATION", "TensorIntrin", "IntrinError", "REGISTRY", "get", "for_target",
-           "dot_desc", "match", "Operand"]
+           "dot_desc", "match", "bind", "Binding", "Operand"]

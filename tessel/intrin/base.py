@@ -19,7 +19,17 @@ class TensorIntrin:
     description buffer's name in lower case, its type a vector of the buffer's whole size, the
     result's type `__typeof__(acc)`); the target `arch` and `features` it needs (the function
     is compiled with them, `c_target`: GCC's target attribute, so a kernel built without them
-    still compiles); `includes`; and `exact`: what it guarantees about overflow."""
+    still compiles); `includes`; and `exact`: what it guarantees about overflow.
+
+    A *memory* intrinsic (`memory=True`: AMX's tiles, which are no C values) is a statement
+    instead: `void <c_name>(<type>* c, const <type>* a, ..., int64_t ld<x>..., int64_t n_<v>...)`
+    takes each description buffer's first element (pointers, in parameter order), then the
+    element stride of each dimension named in `free_strides` ((buffer name, dimension): a row
+    stride the program chooses, e.g. a matrix's leading dimension; `ld` + the buffer's name in
+    lower case, + the dimension when it is not 0), then for each iteration variable named in
+    `free_extents` the number of times its description extent fits the program's loop (`n_` +
+    the variable's name: a reduction the instruction sequence loops over), then `int zero`:
+    nonzero when the accumulator starts at zero (the block's init; C's contents unread)."""
 
     name: str
     desc: ir.PrimFunc
@@ -29,6 +39,10 @@ class TensorIntrin:
     c_target: str
     includes: tuple[str, ...]
     exact: str
+    memory: bool = False
+    free_strides: tuple[tuple[str, int], ...] = ()
+    free_extents: tuple[str, ...] = ()
+    prelude: str = ""  # C before the function (file-level helpers a memory intrinsic calls)
 
     @property
     def c_name(self) -> str:
@@ -44,6 +58,19 @@ class TensorIntrin:
         if target.arch != self.arch:
             return [f"the {self.arch} architecture (the target is {target.arch})"]
         return sorted(f for f in self.features if not target.has(f))
+
+    def stride_names(self) -> list[str]:
+        """The C names of the free strides, in `free_strides` order."""
+        return [f"ld{b.lower()}" + (str(d) if d else "") for b, d in self.free_strides]
+
+    def c_signature(self, c_types: dict[str, str]) -> str:
+        """A memory intrinsic's C parameter list (`c_types` maps dtypes to C types)."""
+        acc = self.block.body.buffer
+        ptrs = [f"{'' if p is acc else 'const '}{c_types[p.dtype]}* {p.name.lower()}"
+                for p in self.desc.params]
+        ints = [f"int64_t {n}" for n in self.stride_names()] + \
+            [f"int64_t n_{v}" for v in self.free_extents] + ["int zero"]
+        return ", ".join(ptrs + ints)
 
 
 def dot_desc(lanes: int, group: int, a_dtype: str, b_dtype: str, name: str) -> ir.PrimFunc:

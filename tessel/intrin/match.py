@@ -6,13 +6,15 @@ block. It matches the intrinsic when
 1. the inner block has no init and no predicate (decompose_reduction first; a tile the loops
    do not divide cannot be one instruction),
 2. its loops of extent > 1 pair one to one with the description's iteration variables, of
-   equal extents and kinds (spatial / reduction), in some order,
+   equal extents (a multiple, for a variable the intrinsic names in `free_extents`) and kinds
+   (spatial / reduction), in some order,
 3. its update has the description's form, node for node (+ and * in either operand order),
    each description buffer standing for one program buffer of the same dtype, and
 4. every access moves through memory with each loop as the description's access moves with
    the paired variable: the same element step (so an operand the instruction loads as
    consecutive elements is consecutive in the program, e.g. a weight packed by
-   transform_layout).
+   transform_layout); a dimension the intrinsic names in `free_strides` may move by any
+   positive step with its variable (a row stride the intrinsic takes as an argument).
 
 The result gives, for each description buffer, the program buffer and the indices of its first
 element (in the outer block's iteration variables): what code generation loads and stores.
@@ -46,9 +48,25 @@ class Operand:
     indices: tuple[ir.Expr, ...]
 
 
+@dataclass(frozen=True)
+class Binding:
+    """A match: the operands (description parameter order), the program's step of each
+    free stride (`free_strides` order) and, for each free extent, how many times the
+    description's extent fits the program's loop."""
+
+    operands: tuple[Operand, ...]
+    strides: tuple[int, ...] = ()
+    counts: tuple[int, ...] = ()
+
+
 def match(outer: ir.Block, intrin: TensorIntrin) -> tuple[Operand, ...]:
     """The operands of `intrin` in block `outer`, in the description's parameter order, or
     MatchError naming the first difference."""
+    return bind(outer, intrin).operands
+
+
+def bind(outer: ir.Block, intrin: TensorIntrin) -> Binding:
+    """As match, with the free strides and extents of a memory intrinsic."""
     where = f"tensorize {intrin.name}: block {outer.name}"
     loops, inner = _nest(outer.body, where)
     block = inner.block
@@ -60,17 +78,31 @@ def match(outer: ir.Block, intrin: TensorIntrin) -> tuple[Operand, ...]:
     loops = [l for l in loops if l.extent > 1]
     desc = intrin.block
     extents = [iv.extent for iv in desc.iter_vars]
-    _check(sorted(l.extent for l in loops) == sorted(extents),
-           f"{where}: loop extents {[l.extent for l in loops]} do not pair with the "
-           f"intrinsic's {extents}")
+    perms = [perm for perm in itertools.permutations(range(len(desc.iter_vars)))
+             if len(loops) == len(perm) and all(
+                 _fits(l.extent, desc.iter_vars[p], intrin) for l, p in zip(loops, perm))]
+    _check(bool(perms), f"{where}: loop extents {[l.extent for l in loops]} do not pair with "
+                        f"the intrinsic's {extents}")
     accesses = _pairs(desc, block, where)
     errors = []
-    for perm in itertools.permutations(range(len(loops))):
+    for perm in perms:
         try:
             return _operands(outer, inner, loops, perm, accesses, intrin, where)
         except MatchError as err:
             errors.append(str(err))
     raise MatchError(errors[0])
+
+
+def _fits(extent: int, iv: ir.IterVar, intrin: TensorIntrin) -> bool:
+    if _free_name(iv) in intrin.free_extents:
+        return extent % iv.extent == 0
+    return extent == iv.extent
+
+
+def _free_name(iv: ir.IterVar) -> str:
+    """The name a description's iteration variable has in `free_extents`: its loop's (te names
+    the block variable of loop kq vkq)."""
+    return iv.var.name[1:] if iv.var.name.startswith("v") else iv.var.name
 
 
 def _nest(body: ir.Stmt, where: str) -> tuple[list[ir.For], ir.BlockRealize]:
@@ -128,12 +160,11 @@ def _same(d: ir.Expr, r: ir.Expr, out: list[Access]) -> bool:
 
 
 def _operands(outer: ir.Block, inner: ir.BlockRealize, loops: list[ir.For], perm: tuple,
-              accesses: list[Access], intrin: TensorIntrin, where: str) -> tuple[Operand, ...]:
+              accesses: list[Access], intrin: TensorIntrin, where: str) -> Binding:
     desc = intrin.block
     pair = {loops[i].loop_var: desc.iter_vars[p] for i, p in enumerate(perm)}
     for loop, iv in pair.items():
-        _check(_kind_of(loop, inner) == iv.kind and
-               iv.extent == next(l.extent for l in loops if l.loop_var is loop),
+        _check(_kind_of(loop, inner) == iv.kind,
                f"{where}: loop {loop.name} ({_kind_of(loop, inner)}) cannot stand for the "
                f"intrinsic's {iv.kind} variable {iv.var.name} of extent {iv.extent}")
     ana = arith.Analyzer({**{iv.var: iv.extent for iv in outer.iter_vars},
@@ -141,18 +172,33 @@ def _operands(outer: ir.Block, inner: ir.BlockRealize, loops: list[ir.For], perm
     zero = {l.loop_var: ir.const(0) for l in loops}
     binding = inner.binding()
     found: dict[ir.Buffer, Operand] = {}
+    free: dict[tuple[str, int], int] = {}
     for dbuf, didx, rbuf, ridx in accesses:
         ridx = tuple(ana.simplify(ir.substitute(i, binding)) for i in ridx)
         steps = _steps(_flat(rbuf, ridx), [l.loop_var for l in loops], ana, where, rbuf)
-        want = arith.linear_form(_flat(dbuf, didx)) or {}
+        loose = {didx[d]: (dbuf.name, d) for b, d in intrin.free_strides if b == dbuf.name}
+        want = arith.linear_form(_flat(dbuf, didx, skip={d for _, d in loose.values()})) or {}
         for loop, step in steps.items():
-            expect = want.get(pair[loop].var, 0)
+            var = pair[loop].var
+            if var in loose:
+                _check(step > 0 and free.setdefault(loose[var], step) == step,
+                       f"{where}: {rbuf.name}'s rows move by {step} elements with loop "
+                       f"{loop.name}; the intrinsic's {dbuf.name} takes one positive stride")
+                continue
+            expect = want.get(var, 0)
             _check(step == expect, f"{where}: {rbuf.name}'s element offset moves by {step} "
                                    f"with loop {loop.name}, where the intrinsic's {dbuf.name} "
                                    f"moves by {expect}")
         first = tuple(ana.simplify(ir.substitute(i, zero)) for i in ridx)
         found.setdefault(dbuf, Operand(dbuf, rbuf, first))
-    return tuple(found[p] for p in intrin.desc.params)
+    _check(len(free) == len(intrin.free_strides), f"{where}: a free stride of the intrinsic "
+                                                  "has no loop of the program")
+    counts = []
+    for name in intrin.free_extents:
+        loop = next(l for l in loops if _free_name(pair[l.loop_var]) == name)
+        counts.append(loop.extent // pair[loop.loop_var].extent)
+    return Binding(tuple(found[p] for p in intrin.desc.params),
+                   tuple(free[f] for f in intrin.free_strides), tuple(counts))
 
 
 def _kind_of(loop: ir.Var, inner: ir.BlockRealize) -> str:
@@ -163,10 +209,11 @@ def _kind_of(loop: ir.Var, inner: ir.BlockRealize) -> str:
     return ir.SPATIAL
 
 
-def _flat(buf: ir.Buffer, indices: tuple[ir.Expr, ...]) -> ir.Expr:
+def _flat(buf: ir.Buffer, indices: tuple[ir.Expr, ...], skip: set[int] = frozenset()) -> ir.Expr:
     out: ir.Expr = ir.const(0)
-    for index, stride in zip(indices, buf.strides):
-        out = out + index * stride
+    for d, (index, stride) in enumerate(zip(indices, buf.strides)):
+        if d not in skip:
+            out = out + index * stride
     return out
 
 
@@ -188,4 +235,4 @@ def _steps(offset: ir.Expr, loops: list[ir.Var], ana: arith.Analyzer, where: str
     return steps
 
 
-__all__ = ["match", "Operand", "MatchError"]
+__all__ = ["match", "bind", "Binding", "Operand", "MatchError"]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from tessel import intrin
-from tessel.codegen.lowered import (Allocate, CodegenError, Comment, LoweredFunc, VectorIntrin,
-                                    VectorLoad, VectorStore, check)
+from tessel.codegen.lowered import (Allocate, CodegenError, Comment, IntrinCall, LoweredFunc,
+                                    VectorIntrin, VectorLoad, VectorStore, check)
 from tessel.codegen.passes.fold import substitute_folding
-from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferStore, Expr, For, IfThenElse,
+from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Expr, For,
+                       IfThenElse, IntImm, collect_stmts,
                        PrimFunc, Stmt, StmtMutator, Var, const, is_true, seq, uses_var)
 
 STACK_LIMIT_BYTES = 64 * 1024  # buffers up to this size live on the stack
@@ -91,7 +92,7 @@ class _Lowering(StmtMutator):
         saved, self.vmap = self.vmap, inner
         body = self.tensorized(block) if intrin.ANNOTATION in block.annotations else \
             self.stmt(block.body)
-        if block.init is not None:
+        if block.init is not None and not isinstance(body, IntrinCall):
             body = seq(self.init(block), body)
         predicate = self.expr(r.predicate)
         self.vmap = saved
@@ -109,9 +110,12 @@ class _Lowering(StmtMutator):
         check(not self.simd, f"block {block.name} is tensorized inside a vectorized loop")
         try:
             spec = intrin.get(block.annotations[intrin.ANNOTATION])
-            operands = intrin.match(block, spec)
+            bound = intrin.bind(block, spec)
         except intrin.IntrinError as err:
             raise CodegenError(str(err)) from None
+        operands = bound.operands
+        if spec.memory:
+            return self.memory_call(block, spec, bound)
         loads = {o.param: VectorLoad(o.buffer, tuple(self.expr(i) for i in o.indices),
                                      o.param.size, o.param.dtype) for o in operands}
         acc = next(o for o in operands if o.param is spec.block.body.buffer)
@@ -120,16 +124,39 @@ class _Lowering(StmtMutator):
                              acc.param.size, acc.param.dtype)
         return VectorStore(acc.buffer, loads[acc.param].indices, value)
 
-    def init(self, block: Block) -> Stmt:
-        """TensorIR: the init runs when every reduction variable is 0."""
-        init = self.stmt(block.init)
+    def memory_call(self, block: Block, spec, bound) -> Stmt:
+        """A memory intrinsic's call on its operands' first elements; the block's init (zeros
+        into the accumulator) becomes the call's `zero` flag: the instruction starts its
+        accumulator at zero in the first step of the reduction instead of loading it."""
+        acc = next(o for o in bound.operands if o.param is spec.block.body.buffer).buffer
+        zero: Expr = const(0)
+        if block.init is not None:
+            stores = collect_stmts(block.init, BufferStore)
+            check(all(st.buffer is acc and isinstance(st.value, IntImm) and st.value.value == 0
+                      for st in stores),
+                  f"block {block.name} is tensorized with {spec.name}, whose init may only "
+                  f"set its accumulator {acc.name} to 0")
+            first = self.first_step(block)
+            zero = const(1) if first is None else first
+        operands = tuple(BufferLoad(o.buffer, tuple(self.expr(i) for i in o.indices),
+                                    o.buffer.dtype) for o in bound.operands)
+        return IntrinCall(spec.name, operands, bound.strides + bound.counts, zero)
+
+    def first_step(self, block: Block) -> Expr | None:
+        """The condition that every reduction variable of `block` is 0 (None: it has none)."""
         conds = [self.vmap[iv.var] == const(0) for iv in block.iter_vars if iv.kind == REDUCE]
         if not conds:
-            return init
+            return None
         cond = conds[0]
         for c in conds[1:]:
             cond = cond & c
-        return IfThenElse(cond, init)
+        return cond
+
+    def init(self, block: Block) -> Stmt:
+        """TensorIR: the init runs when every reduction variable is 0."""
+        init = self.stmt(block.init)
+        cond = self.first_step(block)
+        return init if cond is None else IfThenElse(cond, init)
 
 
 __all__ = ["lower_blocks", "storage_of", "buffer_bytes", "STACK_LIMIT_BYTES"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tessel.codegen.lowered import (Allocate, CodegenError, Comment, LoweredFunc, Promote,
+from tessel.codegen.lowered import (Allocate, CodegenError, Comment, IntrinCall, LoweredFunc,
+                                    Promote,
                                     Register, RegisterStore, Scatter, Slot, VectorLoad,
                                     VectorStore, check, lanes_of)
 from tessel.codegen.passes.affine import Lin, flat_index, interval
 from tessel.codegen.passes.vectorize import VECTOR_DTYPES
 from tessel.ir import (Buffer, BufferLoad, BufferStore, Expr, For, IfThenElse, Stmt,
-                       StmtMutator, Var, children, collect, const, transform)
+                       StmtMutator, Var, children, collect, collect_stmts, const, transform)
 
 MAX_PROMOTED_VARS = 64  # a promoted buffer becomes at most this many variables
 Access = tuple["Lin | None", int]  # (element offset, lanes); None: not an affine offset
@@ -119,6 +120,8 @@ class _Promoter(StmtMutator):
             return VectorStore(s.buffer, self.expr(s.indices), self.expr(s.value))
         if isinstance(s, Scatter):
             return Scatter(self.expr(s.targets), self.expr(s.value))
+        if isinstance(s, IntrinCall):  # its buffers are never promoted (_pointed)
+            return s
         if isinstance(s, (Comment, Promote)):
             return s
         raise CodegenError(f"register promotion met statement node {type(s).__name__}")
@@ -127,7 +130,7 @@ class _Promoter(StmtMutator):
         buf = s.buffer
         slots = None
         if s.storage == "stack" and buf.scope == "local" and buf.dtype != "float16" and \
-                buf.size <= 16 * MAX_PROMOTED_VARS:
+                buf.size <= 16 * MAX_PROMOTED_VARS and buf not in _pointed(s.body):
             slots = plan_slots(buf, self.accesses(buf, s.body))
         if slots is None:
             local = s.storage == "stack" and buf.scope == "local"
@@ -163,8 +166,9 @@ class _Promoter(StmtMutator):
                 "vector_chunks" in s.annotations:
             return []
         out = []
+        pointed = _pointed(s)
         for buf in self.stack:
-            if buf in self.promoted or buf.dtype == "float16":
+            if buf in self.promoted or buf.dtype == "float16" or buf in pointed:
                 continue
             accesses = self.accesses(buf, s)
             if not accesses:
@@ -201,6 +205,11 @@ class _Promoter(StmtMutator):
 
 
 _ACCESS_NODES = (BufferLoad, VectorLoad, BufferStore, VectorStore)
+
+
+def _pointed(s: Stmt) -> set[Buffer]:
+    """The buffers a memory intrinsic in `s` takes the address of: they stay in memory."""
+    return {o.buffer for call in collect_stmts(s, IntrinCall) for o in call.operands}
 
 
 def _accesses(buf: Buffer, s: Stmt, ranges: dict, out: list[Access]) -> None:

@@ -48,10 +48,12 @@ class MultiLevelTilingWithIntrin:
                 or simple_loops(sch, block) is None or not _integer_update(node):
             return [sch]
         for name in self.intrinsics:
-            for j, k in _candidates(node, intrin.get(name)):
+            spec = intrin.get(name)
+            for j, k in _candidates(node, spec):
                 trial = sch.copy()
                 try:
-                    outer = tile_for_intrin(trial, block, intrin.get(name), j, k)
+                    outer = tile_for_memory_intrin(trial, block, spec, j, k) if spec.memory \
+                        else tile_for_intrin(trial, block, spec, j, k)
                 except ScheduleError:
                     continue
                 # the lanes' axis (the outer block's iter var in j's place: whole vectors of
@@ -100,13 +102,21 @@ def _integer_update(block: Block) -> bool:
 
 def _candidates(block: Block, spec: intrin.TensorIntrin) -> list[tuple[ir.Var, ir.Var]]:
     """(spatial var for the lanes, reduction var for the group) pairs whose extents the
-    intrinsic's divide, the last spatial var first."""
-    lanes, group = (iv.extent for iv in spec.block.iter_vars)
+    intrinsic's divide, the last spatial var first (a memory intrinsic's: its columns and its
+    whole step of the reduction)."""
+    lanes, group = _lanes_group(spec)
     spatial = [iv.var for iv in reversed(block.iter_vars)
                if iv.kind != REDUCE and iv.extent % lanes == 0]
     reduce = [iv.var for iv in reversed(block.iter_vars)
               if iv.kind == REDUCE and iv.extent % group == 0]
     return [(j, k) for j in spatial for k in reduce]
+
+
+def _lanes_group(spec: intrin.TensorIntrin) -> tuple[int, int]:
+    ivs = spec.block.iter_vars
+    if spec.memory:  # amx: m, no, ni, kq, ki
+        return ivs[1].extent * ivs[2].extent, ivs[3].extent * ivs[4].extent
+    return ivs[0].extent, ivs[1].extent
 
 
 def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j: ir.Var,
@@ -116,14 +126,7 @@ def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j:
     the outer block, annotated AUTO_TENSORIZE. ScheduleError when a step does not fit."""
     lanes, group = (iv.extent for iv in spec.block.iter_vars)
     _pack_a(sch, block, j, k, group)
-    index, dims = _operand_b(sch.get(block), j, k)
-    rank = len(sch.get(block).reads[index].buffer.shape)
-    names = [f"d{n}" for n in range(rank)]
-    dj, dk = names[dims[0]], names[dims[1]]
-    rest = [n for n in names if n not in (dj, dk)]
-    outs = [f"{dj} // {lanes}", *rest, f"{dk} // {group}", f"{dj} % {lanes}", f"{dk} % {group}"]
-    sch.cache_read(block, index, "global")
-    sch.transform_layout(block, index, "read", _index_map(names, outs))
+    _pack_b(sch, block, j, k, lanes, group)
     infos = simple_loops(sch, block)
     if infos is None:
         raise ScheduleError("tile_for_intrin: the block's loops are not simple")
@@ -141,6 +144,72 @@ def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j:
     outer = sch.blockize(inner_loops[0])
     sch.annotate(outer, AUTO_TENSORIZE, spec.name)
     return outer
+
+
+def _pack_b(sch: Schedule, block: BlockRV, j: ir.Var, k: ir.Var, lanes: int,
+            group: int) -> None:
+    """B'[j // lanes, .., k // group, j % lanes, k % group]: each instruction's operand
+    consecutive, made once at the root."""
+    index, dims = _operand_b(sch.get(block), j, k)
+    rank = len(sch.get(block).reads[index].buffer.shape)
+    names = [f"d{n}" for n in range(rank)]
+    dj, dk = names[dims[0]], names[dims[1]]
+    rest = [n for n in names if n not in (dj, dk)]
+    outs = [f"{dj} // {lanes}", *rest, f"{dk} // {group}", f"{dj} % {lanes}", f"{dk} % {group}"]
+    sch.cache_read(block, index, "global")
+    sch.transform_layout(block, index, "read", _index_map(names, outs))
+
+
+MEMORY_REDUCTION = 1024  # a memory intrinsic's call runs up to this much of the reduction
+
+
+def tile_for_memory_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin,
+                           j: ir.Var, k: ir.Var) -> BlockRV:
+    """As tile_for_intrin, for AMX's 32 x 32 block (amx.py): B packed as for VNNI (16
+    columns of 4 consecutive k); A read where it lies, its reduction axis last (rows of
+    consecutive k: a matmul's, not an NCHW convolution's); rows i (the spatial var that
+    indexes A and not B) split by 32, columns j by 2 x 16, k by a chunk of up to
+    MEMORY_REDUCTION (the call's own loop) x 4; the five inner loops blockized."""
+    ivs = spec.block.iter_vars
+    rows, tiles, lanes = ivs[0].extent, ivs[1].extent, ivs[2].extent
+    step, group = ivs[3].extent * ivs[4].extent, ivs[4].extent
+    node = sch.get(block)
+    i = _rows_var(node, j, k, rows)
+    extent = {iv.var: iv.extent for iv in node.iter_vars}
+    chunk = max(c for c in range(step, min(extent[k], MEMORY_REDUCTION) + 1, step)
+                if extent[k] % c == 0)
+    _pack_b(sch, block, j, k, lanes, group)
+    infos = simple_loops(sch, block)
+    if infos is None:
+        raise ScheduleError("tile_for_memory_intrin: the block's loops are not simple")
+    order, inner = [], {}
+    for info in infos:
+        if info.var is i:
+            outer_loop, inner[0] = sch.split(info.loop, [None, rows])
+        elif info.var is j:
+            outer_loop, inner[1], inner[2] = sch.split(info.loop, [None, tiles, lanes])
+        elif info.var is k:
+            outer_loop, inner[3], inner[4] = sch.split(info.loop, [None, chunk // group, group])
+        else:
+            outer_loop = info.loop
+        order.append(outer_loop)
+    sch.reorder(*order, *(inner[n] for n in range(5)))
+    outer = sch.blockize(inner[0])
+    sch.annotate(outer, AUTO_TENSORIZE, spec.name)
+    return outer
+
+
+def _rows_var(block: Block, j: ir.Var, k: ir.Var, rows: int) -> ir.Var:
+    """The spatial var of a memory intrinsic's rows: one that indexes a read with k in its
+    last dimension (A, rows of consecutive k) and not j, and that `rows` divides."""
+    for _, idx in single_reads(block):
+        if not idx or idx[-1] is not k or any(ir.uses_var(x, j) for x in idx):
+            continue
+        for iv in reversed(block.iter_vars):
+            if iv.kind != REDUCE and iv.extent % rows == 0 and any(x is iv.var for x in idx):
+                return iv.var
+    raise ScheduleError(f"tile_for_memory_intrin: no read of block {block.name} has rows of "
+                        f"consecutive {k.name} and {rows} rows")
 
 
 def _pack_a(sch: Schedule, block: BlockRV, j: ir.Var, k: ir.Var, group: int) -> None:
@@ -180,4 +249,5 @@ def _operand_b(block: Block, j: ir.Var, k: ir.Var) -> tuple[int, tuple[int, int]
                         f"{j.name} and {k.name} alone")
 
 
-__all__ = ["MultiLevelTilingWithIntrin", "tile_for_intrin", "AUTO_TENSORIZE"]
+__all__ = ["MultiLevelTilingWithIntrin", "tile_for_intrin", "tile_for_memory_intrin",
+           "AUTO_TENSORIZE"]

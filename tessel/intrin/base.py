@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from tessel import ir, te
@@ -52,6 +53,16 @@ class TensorIntrin:
     def block(self) -> ir.Block:
         """The description's one computing block."""
         return ir.blocks(self.desc.body.block.body)[0]
+
+    @functools.cached_property
+    def free_vars(self) -> dict[ir.Var, str]:
+        """The description block's iteration variables bound to a loop named in
+        `free_extents`, with that name."""
+        realize = next(r for r in ir.collect_stmts(self.desc.body, ir.BlockRealize)
+                       if r.block.name == self.block.name)
+        return {iv.var: value.name for iv, value in zip(realize.block.iter_vars,
+                                                         realize.iter_values)
+                if isinstance(value, ir.Var) and value.name in self.free_extents}
 
     def missing(self, target) -> list[str]:
         """The features `target` lacks for this intrinsic (its arch first), [] when none."""

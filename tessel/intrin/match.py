@@ -94,15 +94,9 @@ def bind(outer: ir.Block, intrin: TensorIntrin) -> Binding:
 
 
 def _fits(extent: int, iv: ir.IterVar, intrin: TensorIntrin) -> bool:
-    if _free_name(iv) in intrin.free_extents:
+    if iv.var in intrin.free_vars:
         return extent % iv.extent == 0
     return extent == iv.extent
-
-
-def _free_name(iv: ir.IterVar) -> str:
-    """The name a description's iteration variable has in `free_extents`: its loop's (te names
-    the block variable of loop kq vkq)."""
-    return iv.var.name[1:] if iv.var.name.startswith("v") else iv.var.name
 
 
 def _nest(body: ir.Stmt, where: str) -> tuple[list[ir.For], ir.BlockRealize]:
@@ -195,7 +189,7 @@ def _operands(outer: ir.Block, inner: ir.BlockRealize, loops: list[ir.For], perm
                                                   "has no loop of the program")
     counts = []
     for name in intrin.free_extents:
-        loop = next(l for l in loops if _free_name(pair[l.loop_var]) == name)
+        loop = next(l for l in loops if intrin.free_vars.get(pair[l.loop_var].var) == name)
         counts.append(loop.extent // pair[loop.loop_var].extent)
     return Binding(tuple(found[p] for p in intrin.desc.params),
                    tuple(free[f] for f in intrin.free_strides), tuple(counts))

@@ -16,8 +16,8 @@ from tessel.codegen.lowered import (Allocate, CodegenError, Comment, IntrinCall,
                                     VectorIntrin, VectorLoad, VectorStore, check)
 from tessel.codegen.passes.fold import substitute_folding
 from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Expr, For,
-                       IfThenElse, IntImm, collect_stmts,
-                       PrimFunc, Stmt, StmtMutator, Var, const, is_true, seq, uses_var)
+                       IfThenElse, IntImm, PrimFunc, Stmt, StmtMutator, Var, collect_stmts,
+                       const, is_true, seq, uses_var)
 
 STACK_LIMIT_BYTES = 64 * 1024  # buffers up to this size live on the stack
 
@@ -113,9 +113,9 @@ class _Lowering(StmtMutator):
             bound = intrin.bind(block, spec)
         except intrin.IntrinError as err:
             raise CodegenError(str(err)) from None
-        operands = bound.operands
         if spec.memory:
             return self.memory_call(block, spec, bound)
+        operands = bound.operands
         loads = {o.param: VectorLoad(o.buffer, tuple(self.expr(i) for i in o.indices),
                                      o.param.size, o.param.dtype) for o in operands}
         acc = next(o for o in operands if o.param is spec.block.body.buffer)

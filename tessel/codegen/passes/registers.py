@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tessel.codegen.lowered import (Allocate, CodegenError, Comment, IntrinCall, LoweredFunc,
-                                    Promote,
-                                    Register, RegisterStore, Scatter, Slot, VectorLoad,
-                                    VectorStore, check, lanes_of)
+                                    Promote, Register, RegisterStore, Scatter, Slot,
+                                    VectorLoad, VectorStore, check, lanes_of)
 from tessel.codegen.passes.affine import Lin, flat_index, interval
 from tessel.codegen.passes.vectorize import VECTOR_DTYPES
 from tessel.ir import (Buffer, BufferLoad, BufferStore, Expr, For, IfThenElse, Stmt,

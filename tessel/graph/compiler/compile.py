@@ -200,7 +200,7 @@ def split_reduction(func: PrimFunc, target: Target) -> PrimFunc | None:
     if len(found) != 1 or not any(iv.kind == REDUCE for iv in found[0].iter_vars) or \
             any(iv.extent > 1 for iv in found[0].iter_vars if iv.kind != REDUCE):
         return None
-    lanes = target.vector_bits // 8 // max(1, _bytes(found[0].body.buffer.dtype))
+    lanes = target.vector_lanes(found[0].body.buffer.dtype)
     parts = target.cores * lanes
     sch = Schedule(func)
     try:
@@ -210,20 +210,16 @@ def split_reduction(func: PrimFunc, target: Target) -> PrimFunc | None:
             return None
         _, inner = sch.split(loops[-1], [None, parts])
         partial = sch.rfactor(inner, factor_axis=0)
-        loops = sch.get_loops(partial)
-        at = next(n for n, loop in enumerate(loops) if sch.get(loop).extent == parts and
-                  n == len(loops) - 1)
-        threads, vector = sch.split(loops[at], [target.cores, lanes])
-        sch.reorder(threads, *loops[:at], vector)
+        *outer, last = sch.get_loops(partial)  # rfactor puts the partials' loop innermost
+        if sch.get(last).extent != parts:
+            return None
+        threads, vector = sch.split(last, [target.cores, lanes])
+        sch.reorder(threads, *outer, vector)
         sch.parallel(threads)
         sch.vectorize(vector)
-    except (ScheduleError, StopIteration):
+    except ScheduleError:
         return None
     return sch.func
-
-
-def _bytes(dtype: str) -> int:
-    return max(1, int("".join(c for c in dtype if c.isdigit()) or 32) // 8)
 
 
 def protocols(func: PrimFunc) -> Iterator[PrimFunc]:

@@ -135,7 +135,8 @@ def test_tensorize_in_the_lowered_kernel_is_one_intrinsic_per_step():
     ("extents", r"loop extents \[8, 4\] do not pair with the intrinsic's \[16, 4\]"),
     ("dtype", "A is int8, where the intrinsic's A is uint8"),
     ("float", "computes .* where the intrinsic computes"),
-    ("name", "unknown tensor intrinsic 'vnni'; known: amx_s8s8_32x32, amx_u8s8_32x32, dot_"),
+    ("name", "unknown tensor intrinsic 'vnni'; known: amx_s8s8_16x64_taps, amx_s8s8_32x32, "
+             "amx_u8s8_16x64_taps, amx_u8s8_32x32, dot_"),
 ])
 def test_tensorize_refusals_name_what_differs(case, match):
     func = {"dtype": ops.matmul(4, 32, 8, dtype="int8", out_dtype="int32"),

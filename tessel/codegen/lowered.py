@@ -109,8 +109,8 @@ class Scatter(Stmt):
 class IntrinCall(Stmt):
     """A memory tensor intrinsic (tessel.intrin `name`) on its operands' first elements
     (`operands`: a BufferLoad each, whose address the call takes, in the description's
-    parameter order), then its free strides and counts (`ints`), then `zero`: nonzero when
-    the accumulator starts at zero (what it holds is not read)."""
+    parameter order), then its free strides, counts and partial extents (`ints`), then
+    `zero`: nonzero when the accumulator starts at zero (what it holds is not read)."""
 
     name: str
     operands: tuple[Expr, ...]

@@ -62,28 +62,43 @@ INT_GROUP = 4  # input channels per block of an 8-bit conv's plain data (intrins
 PAD_LIMIT = 4 / 3  # channels padded to whole vectors when that adds at most a third of them
 
 
-def block_layouts(graph: Graph, lanes: int, pad: bool = True) -> Graph:
+def block_layouts(graph: Graph, lanes: int, pad: bool = True, whole_int8: int = 0) -> Graph:
     """`graph` (simplified: batch norms folded) with its convolutions in blocked channel
     layouts of `lanes` (or lanes / 2) channels, with `pad` channel counts padded to whole
-    vectors where that adds at most a third; a new Graph, outputs and inputs unchanged."""
+    vectors where that adds at most a third; with `whole_int8`, an 8-bit convolution whose
+    output channels are a multiple of it keeps them all in one block (NHWC), and reads its
+    input so when the input channels are too (int8_rows); a new Graph, outputs and inputs
+    unchanged."""
     check(isinstance(lanes, int) and lanes >= 1, f"block_layouts: lanes must be a positive "
                                                  f"int, got {lanes!r}")
-    return _Blocking(graph, lanes, pad).run()
+    check(isinstance(whole_int8, int) and whole_int8 >= 0,
+          f"block_layouts: whole_int8 must be an int >= 0, got {whole_int8!r}")
+    return _Blocking(graph, lanes, pad, whole_int8).run()
 
 
-def apply_layout(graph: Graph, layout: str, lanes: int) -> Graph:
+def int8_rows(target) -> int:
+    """The channel multiple at which `target`'s 8-bit convolutions hold all their channels in
+    one block (NHWC), 0 for none: 64 where the target multiplies int8 matrices in AMX tiles,
+    whose rows are 64 consecutive bytes of the reduction (a pixel's channels, and its next
+    pixels' for the window's columns: tessel.intrin.amx's taps intrinsic), where blocks of 16
+    channels are only 16."""
+    return 64 if target.has("amx_int8") else 0
+
+
+def apply_layout(graph: Graph, layout: str, lanes: int, whole_int8: int = 0) -> Graph:
     """The graph in `layout`, as compile_model and tune_model run it: "blocked", "winograd"
     (blocked, and the 3x3 convolutions over many tiles as Winograd F(4x4, 3x3):
-    tessel.graph.winograd) or "plain"."""
+    tessel.graph.winograd) or "plain"; `whole_int8` as block_layouts takes it."""
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     if layout == "plain":
         return graph
-    blocked = block_layouts(graph, lanes)
+    blocked = block_layouts(graph, lanes, whole_int8=whole_int8)
     return winograd_convs(blocked) if layout == "winograd" else blocked
 
 
 class _Blocking:
-    def __init__(self, graph: Graph, lanes: int, pad: bool = True) -> None:
+    def __init__(self, graph: Graph, lanes: int, pad: bool = True, whole_int8: int = 0
+                 ) -> None:
         self.old = graph
         self.old_producer, self.old_users = graph.producer(), graph.consumers()
         self.new = Graph(graph.name)
@@ -93,6 +108,7 @@ class _Blocking:
             self.new.add_constant(name, value)
         self.blocks = [b for b in (lanes, lanes // 2) if b >= MIN_BLOCK]
         self.pad = pad
+        self.whole_int8 = whole_int8
         self.block: dict[str, int] = {}  # new blocked value -> its block
         self.channels: dict[str, int] = {}  # new blocked value -> its channels (unpadded)
         self.plain_of: dict[str, str] = {}  # blocked value -> its plain conversion
@@ -143,11 +159,14 @@ class _Blocking:
         weight = self.new.constants[w]
         groups, (n, c, h, wd), o = node.attrs["groups"], data, weight.shape[0]
         attrs = {**node.attrs, **blocked[1]}
+        whole = self.whole_int8 if ir.is_int(self.new.types[x].dtype) else 0
         if groups == 1:
-            chosen = self.choose(o)
+            chosen = (o, o) if whole and o % whole == 0 else self.choose(o)
             if chosen is None:
                 return None
             out_block, width = chosen
+            if whole and c % whole == 0 and o % whole == 0:
+                x = self.blocked(x, c)  # NHWC: the reduction's rows are a pixel's channels
             in_block = self.block.get(x, 1)
             if x not in self.block and ir.is_int(self.new.types[x].dtype):
                 # an 8-bit conv's dot-product instructions sum groups of 4 input channels of
@@ -328,4 +347,4 @@ def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
     return full[1] == out[1] and all(n in (1, m) for n, m in zip(full, out))
 
 
-__all__ = ["block_layouts", "apply_layout", "LAYOUTS", "DEFAULT_LAYOUT"]
+__all__ = ["block_layouts", "apply_layout", "int8_rows", "LAYOUTS", "DEFAULT_LAYOUT"]

@@ -29,8 +29,13 @@ class TensorIntrin:
     stride the program chooses, e.g. a matrix's leading dimension; `ld` + the buffer's name in
     lower case, + the dimension when it is not 0), then for each iteration variable named in
     `free_extents` the number of times its description extent fits the program's loop (`n_` +
-    the variable's name: a reduction the instruction sequence loops over), then `int zero`:
-    nonzero when the accumulator starts at zero (the block's init; C's contents unread)."""
+    the variable's name: a reduction the instruction sequence loops over), then for each
+    iteration variable named in `partial_extents` the program's extent of its loop, from 1 up
+    to the description's (`e_` + the name: the rows of a tile the call configures), then
+    `int zero`: nonzero when the accumulator starts at zero (the block's init; C's contents
+    unread). A free extent of description extent 1 (a convolution's taps, which a matmul does
+    not have) and a partial extent may have no loop in the program: its count or extent is
+    then 1 and the strides of the dimensions it indexes 0."""
 
     name: str
     desc: ir.PrimFunc
@@ -43,6 +48,7 @@ class TensorIntrin:
     memory: bool = False
     free_strides: tuple[tuple[str, int], ...] = ()
     free_extents: tuple[str, ...] = ()
+    partial_extents: tuple[str, ...] = ()
     prelude: str = ""  # C before the function (file-level helpers a memory intrinsic calls)
 
     @property
@@ -58,11 +64,26 @@ class TensorIntrin:
     def free_vars(self) -> dict[ir.Var, str]:
         """The description block's iteration variables bound to a loop named in
         `free_extents`, with that name."""
+        return self._named(self.free_extents)
+
+    @functools.cached_property
+    def partial_vars(self) -> dict[ir.Var, str]:
+        """As free_vars, for `partial_extents`."""
+        return self._named(self.partial_extents)
+
+    @functools.cached_property
+    def optional_vars(self) -> frozenset[ir.Var]:
+        """The iteration variables that may have no loop in the program: the partial ones
+        and the free ones of extent 1."""
+        ones = {iv.var for iv in self.block.iter_vars if iv.extent == 1}
+        return frozenset(self.partial_vars) | (frozenset(self.free_vars) & ones)
+
+    def _named(self, names: tuple[str, ...]) -> dict[ir.Var, str]:
         realize = next(r for r in ir.collect_stmts(self.desc.body, ir.BlockRealize)
                        if r.block.name == self.block.name)
         return {iv.var: value.name for iv, value in zip(realize.block.iter_vars,
                                                          realize.iter_values)
-                if isinstance(value, ir.Var) and value.name in self.free_extents}
+                if isinstance(value, ir.Var) and value.name in names}
 
     def missing(self, target) -> list[str]:
         """The features `target` lacks for this intrinsic (its arch first), [] when none."""
@@ -80,7 +101,8 @@ class TensorIntrin:
         ptrs = [f"{'' if p is acc else 'const '}{c_types[p.dtype]}* {p.name.lower()}"
                 for p in self.desc.params]
         ints = [f"int64_t {n}" for n in self.stride_names()] + \
-            [f"int64_t n_{v}" for v in self.free_extents] + ["int zero"]
+            [f"int64_t n_{v}" for v in self.free_extents] + \
+            [f"int64_t e_{v}" for v in self.partial_extents] + ["int zero"]
         return ", ".join(ptrs + ints)
 
 

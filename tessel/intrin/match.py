@@ -6,8 +6,9 @@ block. It matches the intrinsic when
 1. the inner block has no init and no predicate (decompose_reduction first; a tile the loops
    do not divide cannot be one instruction),
 2. its loops of extent > 1 pair one to one with the description's iteration variables, of
-   equal extents (a multiple, for a variable the intrinsic names in `free_extents`) and kinds
-   (spatial / reduction), in some order,
+   equal extents (a multiple, for a variable the intrinsic names in `free_extents`; at most
+   the description's, for one in `partial_extents`) and kinds (spatial / reduction), in some
+   order; a free extent of description extent 1 or a partial one may have no loop,
 3. its update has the description's form, node for node (+ and * in either operand order),
    each description buffer standing for one program buffer of the same dtype, and
 4. every access moves through memory with each loop as the description's access moves with
@@ -51,12 +52,14 @@ class Operand:
 @dataclass(frozen=True)
 class Binding:
     """A match: the operands (description parameter order), the program's step of each
-    free stride (`free_strides` order) and, for each free extent, how many times the
-    description's extent fits the program's loop."""
+    free stride (`free_strides` order; 0 for a variable without a loop), for each free
+    extent how many times the description's extent fits the program's loop, and for each
+    partial extent the program loop's extent (1 without a loop)."""
 
     operands: tuple[Operand, ...]
     strides: tuple[int, ...] = ()
     counts: tuple[int, ...] = ()
+    extents: tuple[int, ...] = ()  # the program's extent of each partial extent
 
 
 def match(outer: ir.Block, intrin: TensorIntrin) -> tuple[Operand, ...]:
@@ -78,9 +81,7 @@ def bind(outer: ir.Block, intrin: TensorIntrin) -> Binding:
     loops = [l for l in loops if l.extent > 1]
     desc = intrin.block
     extents = [iv.extent for iv in desc.iter_vars]
-    perms = [perm for perm in itertools.permutations(range(len(desc.iter_vars)))
-             if len(loops) == len(perm) and all(
-                 _fits(l.extent, desc.iter_vars[p], intrin) for l, p in zip(loops, perm))]
+    perms = _pairings(loops, inner, intrin)
     _check(bool(perms), f"{where}: loop extents {[l.extent for l in loops]} do not pair with "
                         f"the intrinsic's {extents}")
     accesses = _pairs(desc, block, where)
@@ -93,9 +94,23 @@ def bind(outer: ir.Block, intrin: TensorIntrin) -> Binding:
     raise MatchError(errors[0])
 
 
+def _pairings(loops: list[ir.For], inner: ir.BlockRealize, intrin: TensorIntrin
+              ) -> list[tuple[int, ...]]:
+    """Each way to give every loop its own description variable of a fitting extent and the
+    same kind, leaving only optional variables (intrin.optional_vars) without a loop."""
+    ivs = intrin.block.iter_vars
+    options = [[p for p, iv in enumerate(ivs) if _fits(l.extent, iv, intrin)
+                and _kind_of(l.loop_var, inner) == iv.kind] for l in loops]
+    needed = {p for p, iv in enumerate(ivs) if iv.var not in intrin.optional_vars}
+    return [perm for perm in itertools.product(*options)
+            if len(set(perm)) == len(perm) and needed <= set(perm)]
+
+
 def _fits(extent: int, iv: ir.IterVar, intrin: TensorIntrin) -> bool:
     if iv.var in intrin.free_vars:
         return extent % iv.extent == 0
+    if iv.var in intrin.partial_vars:
+        return extent <= iv.extent
     return extent == iv.extent
 
 
@@ -185,14 +200,31 @@ def _operands(outer: ir.Block, inner: ir.BlockRealize, loops: list[ir.For], perm
                                    f"moves by {expect}")
         first = tuple(ana.simplify(ir.substitute(i, zero)) for i in ridx)
         found.setdefault(dbuf, Operand(dbuf, rbuf, first))
-    _check(len(free) == len(intrin.free_strides), f"{where}: a free stride of the intrinsic "
-                                                  "has no loop of the program")
-    counts = []
-    for name in intrin.free_extents:
-        loop = next(l for l in loops if intrin.free_vars.get(pair[l.loop_var].var) == name)
-        counts.append(loop.extent // pair[loop.loop_var].extent)
+    paired = {iv.var: loop for loop, iv in pair.items()}
+    for b, d in intrin.free_strides:  # a dimension of a variable without a loop: not moved
+        dbuf = next(p for p in intrin.desc.params if p.name == b)
+        index = _desc_index(accesses, dbuf)[d]
+        _check((b, d) in free or (isinstance(index, ir.Var) and index not in paired
+                                  and index in intrin.optional_vars),
+               f"{where}: a free stride of the intrinsic has no loop of the program")
+        free.setdefault((b, d), 0)
+    extent = {l.loop_var: l.extent for l in loops}
+    counts = tuple(extent[paired[v]] // next(iv.extent for iv in desc.iter_vars if iv.var is v)
+                   if v in paired else 1 for v in _vars(intrin.free_vars, intrin.free_extents))
+    sizes = tuple(extent[paired[v]] if v in paired else 1
+                  for v in _vars(intrin.partial_vars, intrin.partial_extents))
     return Binding(tuple(found[p] for p in intrin.desc.params),
-                   tuple(free[f] for f in intrin.free_strides), tuple(counts))
+                   tuple(free[f] for f in intrin.free_strides), counts, sizes)
+
+
+def _vars(named: dict[ir.Var, str], names: tuple[str, ...]) -> list[ir.Var]:
+    """The description variables of `names`, in that order."""
+    by_name = {name: var for var, name in named.items()}
+    return [by_name[n] for n in names]
+
+
+def _desc_index(accesses: list[Access], dbuf: ir.Buffer) -> tuple[ir.Expr, ...]:
+    return next(didx for d, didx, _, _ in accesses if d is dbuf)
 
 
 def _kind_of(loop: ir.Var, inner: ir.BlockRealize) -> str:

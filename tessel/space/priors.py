@@ -122,13 +122,17 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int,
     """Decision sets for `design` on a target with `lanes` float32 lanes and `accumulators`
     registers for the register tile: one per vector width (2 or 1 vectors) that fits its vector
     axis; for a design that tiles nothing but places stages, one per loop over the rows of
-    its `rank`-d output (_rowwise); none when the design does neither."""
+    its `rank`-d output (_rowwise), or one for a tensorized design whose intrinsic's blocks
+    leave no loop to tile (a 16 x 64 matmul in one AMX call); none when the design does
+    neither."""
     tiles = [(site, math.prod(design.decisions[site]))
              for site in design.sampling_sites()
              if design.instructions[site].kind == "sample_perfect_tile"
              and site in design.decisions]
     spatial = [(s, e) for s, e in tiles if _levels(design, s) == SPATIAL_LEVELS]
     reduce = [(s, e) for s, e in tiles if _levels(design, s) == REDUCE_LEVELS]
+    if not spatial and not tiles and _tensorized(design):  # one intrinsic call does it all
+        return [_categoricals(design, TENSORIZED_UNROLL)]
     if not spatial:
         return [] if tiles else _rowwise(design, rank)
     unroll = TENSORIZED_UNROLL if _tensorized(design) else UNROLL

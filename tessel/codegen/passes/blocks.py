@@ -140,7 +140,8 @@ class _Lowering(StmtMutator):
             zero = const(1) if first is None else first
         operands = tuple(BufferLoad(o.buffer, tuple(self.expr(i) for i in o.indices),
                                     o.buffer.dtype) for o in bound.operands)
-        return IntrinCall(spec.name, operands, bound.strides + bound.counts, zero)
+        return IntrinCall(spec.name, operands, bound.strides + bound.counts + bound.extents,
+                         zero)
 
     def first_step(self, block: Block) -> Expr | None:
         """The condition that every reduction variable of `block` is 0 (None: it has none)."""

@@ -113,10 +113,37 @@ def _candidates(block: Block, spec: intrin.TensorIntrin) -> list[tuple[ir.Var, i
 
 
 def _lanes_group(spec: intrin.TensorIntrin) -> tuple[int, int]:
+    if spec.memory:
+        roles = _memory_roles(spec)
+        return roles.tiles * roles.lanes, roles.step
     ivs = spec.block.iter_vars
-    if spec.memory:  # amx: m, no, ni, kq, ki
-        return ivs[1].extent * ivs[2].extent, ivs[3].extent * ivs[4].extent
     return ivs[0].extent, ivs[1].extent
+
+
+@dataclass(frozen=True)
+class _Roles:
+    """A memory intrinsic's shape: `rows` of A and C (up to `rows`, when `partial`), `tiles`
+    column tiles of `lanes` columns, `taps` reduction loops of its own (a window's), a step
+    of `step` elements of the reduction in groups of `group`."""
+
+    rows: int
+    partial: bool
+    tiles: int
+    lanes: int
+    taps: int
+    step: int
+    group: int
+
+
+def _memory_roles(spec: intrin.TensorIntrin) -> _Roles:
+    """The roles of a memory intrinsic's iteration variables: spatial (rows, column tiles,
+    columns), then reduction (taps: free ones of extent 1; the step's two)."""
+    spatial = [iv for iv in spec.block.iter_vars if iv.kind != REDUCE]
+    reduce = [iv for iv in spec.block.iter_vars if iv.kind == REDUCE]
+    taps = [iv for iv in reduce[:-2] if iv.extent == 1 and iv.var in spec.free_vars]
+    return _Roles(spatial[0].extent, spatial[0].var in spec.partial_vars, spatial[1].extent,
+                  spatial[2].extent, len(taps), reduce[-2].extent * reduce[-1].extent,
+                  reduce[-1].extent)
 
 
 def tile_for_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin, j: ir.Var,
@@ -165,51 +192,70 @@ MEMORY_REDUCTION = 1024  # a memory intrinsic's call runs up to this much of the
 
 def tile_for_memory_intrin(sch: Schedule, block: BlockRV, spec: intrin.TensorIntrin,
                            j: ir.Var, k: ir.Var) -> BlockRV:
-    """As tile_for_intrin, for AMX's 32 x 32 block (amx.py): B packed as for VNNI (16
-    columns of 4 consecutive k); A read where it lies, its reduction axis last (rows of
-    consecutive k: a matmul's, not an NCHW convolution's); rows i (the spatial var that
-    indexes A and not B) split by 32, columns j by 2 x 16, k by a chunk of up to
-    MEMORY_REDUCTION (the call's own loop) x 4; the five inner loops blockized."""
-    ivs = spec.block.iter_vars
-    rows, tiles, lanes = ivs[0].extent, ivs[1].extent, ivs[2].extent
-    step, group = ivs[3].extent * ivs[4].extent, ivs[4].extent
+    """As tile_for_intrin, for AMX's blocks (amx.py): B packed as for VNNI (16 columns of 4
+    consecutive k); A read where it lies, its reduction axis last (rows of consecutive k: a
+    matmul's or an NHWC convolution's, not an NCHW one's); rows i (the spatial var that
+    indexes A and not B) split by the intrinsic's rows (a partial one's: the most, up to its
+    rows, that divide i), columns j by its column tiles x 16, k by a chunk of up to
+    MEMORY_REDUCTION (the call's own loop) x 4; an intrinsic with taps of its own (a
+    convolution's window) takes the block's other reduction loops inside the call; the
+    inner loops blockized."""
+    roles = _memory_roles(spec)
     node = sch.get(block)
-    i = _rows_var(node, j, k, rows)
     extent = {iv.var: iv.extent for iv in node.iter_vars}
-    chunk = max(c for c in range(step, min(extent[k], MEMORY_REDUCTION) + 1, step)
+    i = _rows_var(node, j, k, roles)
+    rows = roles.rows if not roles.partial else \
+        max(r for r in range(1, roles.rows + 1) if extent[i] % r == 0)
+    taps = [iv.var for iv in node.iter_vars
+            if iv.kind == REDUCE and iv.var is not k and iv.extent > 1]
+    if len(taps) > roles.taps:
+        raise ScheduleError(f"tile_for_memory_intrin: {spec.name} takes {roles.taps} "
+                            f"reduction loops besides {k.name}; block {node.name} has "
+                            f"{len(taps)}")
+    chunk = max(c for c in range(roles.step, min(extent[k], MEMORY_REDUCTION) + 1, roles.step)
                 if extent[k] % c == 0)
-    _pack_b(sch, block, j, k, lanes, group)
+    _pack_b(sch, block, j, k, roles.lanes, roles.group)
     infos = simple_loops(sch, block)
     if infos is None:
         raise ScheduleError("tile_for_memory_intrin: the block's loops are not simple")
-    order, inner = [], {}
+    order, inner, tap_loops = [], {}, []
     for info in infos:
         if info.var is i:
             outer_loop, inner[0] = sch.split(info.loop, [None, rows])
         elif info.var is j:
-            outer_loop, inner[1], inner[2] = sch.split(info.loop, [None, tiles, lanes])
+            outer_loop, inner[1], inner[2] = sch.split(info.loop, [None, roles.tiles,
+                                                                   roles.lanes])
         elif info.var is k:
-            outer_loop, inner[3], inner[4] = sch.split(info.loop, [None, chunk // group, group])
+            outer_loop, inner[3], inner[4] = sch.split(info.loop, [None, chunk // roles.group,
+                                                                   roles.group])
+        elif any(info.var is t for t in taps):
+            tap_loops.append(info.loop)
+            continue
         else:
             outer_loop = info.loop
         order.append(outer_loop)
-    sch.reorder(*order, *(inner[n] for n in range(5)))
-    outer = sch.blockize(inner[0])
+    inner_loops = tap_loops + [inner[n] for n in range(5)]
+    sch.reorder(*order, *inner_loops)
+    outer = sch.blockize(inner_loops[0])
     sch.annotate(outer, AUTO_TENSORIZE, spec.name)
     return outer
 
 
-def _rows_var(block: Block, j: ir.Var, k: ir.Var, rows: int) -> ir.Var:
+def _rows_var(block: Block, j: ir.Var, k: ir.Var, roles: _Roles) -> ir.Var:
     """The spatial var of a memory intrinsic's rows: one that indexes a read with k in its
-    last dimension (A, rows of consecutive k) and not j, and that `rows` divides."""
+    last dimension (A, rows of consecutive k) and not j (a convolution's output column,
+    through its window's index), and whose extent the intrinsic's rows divide (any, for a
+    partial one)."""
     for _, idx in single_reads(block):
         if not idx or idx[-1] is not k or any(ir.uses_var(x, j) for x in idx):
             continue
         for iv in reversed(block.iter_vars):
-            if iv.kind != REDUCE and iv.extent % rows == 0 and any(x is iv.var for x in idx):
+            if iv.kind != REDUCE and iv.extent > 1 and \
+                    (roles.partial or iv.extent % roles.rows == 0) and \
+                    any(ir.uses_var(x, iv.var) for x in idx[:-1]):
                 return iv.var
     raise ScheduleError(f"tile_for_memory_intrin: no read of block {block.name} has rows of "
-                        f"consecutive {k.name} and {rows} rows")
+                        f"consecutive {k.name} and {roles.rows} rows")
 
 
 def _pack_a(sch: Schedule, block: BlockRV, j: ir.Var, k: ir.Var, group: int) -> None:

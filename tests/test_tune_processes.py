@@ -51,9 +51,16 @@ def wait_until(predicate, timeout_s: float, step_s: float = 0.1):
 
 
 def start(args: list[str], mark: str, cwd: Path) -> subprocess.Popen:
+    """`args` in a session of its own, Ctrl-C deliverable (a suite started in the background
+    of a non-interactive shell inherits SIGINT ignored, and Python then never raises it)."""
     env = dict(os.environ, TESSEL_TEST_MARK=mark, TESSEL_CACHE_DIR=str(cwd / "kernels"))
     return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=interruptible)
+
+
+def interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def records(db: Path) -> int:

@@ -58,11 +58,12 @@ def pick_intrin(target: tessel.Target, a: str = "uint8", b: str = "int8",
     raise SystemExit(f"no tensor intrinsic for {a} x {b} on {target}")
 
 
-def schedule_amx(sch: tessel.Schedule, spec: intrin.TensorIntrin,
-                 chunk: int = 1024) -> tessel.Schedule:
+def schedule_amx(sch: tessel.Schedule, spec: intrin.TensorIntrin, chunk: int = 1024,
+                 decompose: bool = False) -> tessel.Schedule:
     """The integer matmul block "C" of `sch` in 32 x 32 blocks of AMX's memory intrinsic
-    (tessel.intrin.amx), each call over `chunk` of the reduction: B packed as for VNNI, a
-    local accumulator per block, the blocks in parallel."""
+    (tessel.intrin.amx), each call over `chunk` of the reduction (the largest multiple of 64
+    up to it that divides K): B packed as for VNNI, a local accumulator per block, the blocks
+    in parallel; zeroed by the first call, or with `decompose` by a block of its own."""
     c = sch.get_block("C")
     n_k = sch.get(sch.get_loops(c)[2]).extent
     chunk = largest_divisor(n_k // 64, chunk // 64) * 64
@@ -76,6 +77,8 @@ def schedule_amx(sch: tessel.Schedule, spec: intrin.TensorIntrin,
     k0, k1, k2 = sch.split(k, [None, chunk // 4, 4])
     sch.reorder(i0, j0, k0, i1, j1, j2, k1, k2)
     sch.reverse_compute_at(c_local, j0)
+    if decompose:
+        sch.decompose_reduction(c, k0)
     sch.tensorize(i1, spec.name)
     sch.vectorize(sch.get_loops(c_local)[-1])
     sch.parallel(sch.fuse(i0, j0))

@@ -1,9 +1,15 @@
 """Tensorized int8 matmuls for the tests of tessel.intrin (test_schedule_tensorize.py and, for
 AArch64's intrinsics under emulation, test_aarch64.py)."""
+import sys
+from pathlib import Path
+
 import numpy as np
 
 from tessel import ops
 from tessel.schedule import Schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from int8_gemm import schedule_amx  # noqa: E402
 
 
 def dims(spec):
@@ -40,24 +46,10 @@ def tensorized(spec, M, N, K, *, mr=1, via_blockize=False):
 
 def amx_tensorized(spec, M, N, K, chunk, decompose=True):
     """A matmul whose 32 x 32 blocks are AMX's memory intrinsic (tessel.intrin.amx), each call
-    over `chunk` of the reduction, with a local accumulator; with `decompose`, its zeroing is
-    a block of its own, else the call's zero flag."""
-    sch = Schedule(int8_matmul(spec, M, N, K))
-    c = sch.get_block("C")
-    sch.cache_read(c, 1, "global")
-    sch.transform_layout(c, 1, "read", "lambda k, j: (j // 16, k // 4, j % 16, k % 4)")
-    c_local = sch.cache_write(c, 0, "local")
-    i, j, k = sch.get_loops(c)
-    i0, i1 = sch.split(i, [None, 32])
-    j0, j1, j2 = sch.split(j, [None, 2, 16])
-    k0, k1, k2 = sch.split(k, [None, chunk // 4, 4])
-    sch.reorder(i0, j0, k0, i1, j1, j2, k1, k2)
-    sch.reverse_compute_at(c_local, j0)
-    if decompose:
-        sch.decompose_reduction(c, k0)
-    sch.tensorize(i1, spec.name)
-    sch.parallel(sch.fuse(i0, j0))
-    return sch
+    over `chunk` of the reduction, with a local accumulator: benchmarks/int8_gemm.py's hand
+    schedule; with `decompose`, its zeroing is a block of its own, else the call's zero
+    flag."""
+    return schedule_amx(Schedule(int8_matmul(spec, M, N, K)), spec, chunk, decompose)
 
 
 def operands(spec, M, N, K, extreme=False, seed=0):

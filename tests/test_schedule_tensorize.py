@@ -133,6 +133,8 @@ def test_tensorize_in_the_lowered_kernel_is_one_intrinsic_per_step():
                  r"moves by 4"),
     ("init", "inner block C has an init; decompose_reduction it first"),
     ("extents", r"loop extents \[8, 4\] do not pair with the intrinsic's \[16, 4\]"),
+    ("kind", r"loop j_1 \(spatial\) cannot stand for the intrinsic's reduce variable vk of "
+             r"extent 4"),
     ("dtype", "A is int8, where the intrinsic's A is uint8"),
     ("float", "computes .* where the intrinsic computes"),
     ("name", "unknown tensor intrinsic 'vnni'; known: amx_s8s8_16x64_taps, amx_s8s8_32x32, "
@@ -147,7 +149,7 @@ def test_tensorize_refusals_name_what_differs(case, match):
         sch.cache_read(c, 1, "global")
         sch.transform_layout(c, 1, "read", "lambda k, j: (j // 16, k // 4, j % 16, k % 4)")
     i, j, k = sch.get_loops(c)
-    j0, j1 = sch.split(j, [None, 8 if case == "extents" else 16])
+    j0, j1 = sch.split(j, [None, {"extents": 8, "kind": 4}.get(case, 16)])
     k0, k1 = sch.split(k, [None, 4])
     # with the reduction loop outside j1, blockize(j1) leaves the init in the inner block
     sch.reorder(*((i, j0, k0, k1, j1) if case == "init" else (i, j0, k0, j1, k1)))

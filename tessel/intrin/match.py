@@ -81,7 +81,7 @@ def bind(outer: ir.Block, intrin: TensorIntrin) -> Binding:
     loops = [l for l in loops if l.extent > 1]
     desc = intrin.block
     extents = [iv.extent for iv in desc.iter_vars]
-    perms = _pairings(loops, inner, intrin)
+    perms = _pairings(loops, inner, intrin, where)
     _check(bool(perms), f"{where}: loop extents {[l.extent for l in loops]} do not pair with "
                         f"the intrinsic's {extents}")
     accesses = _pairs(desc, block, where)
@@ -94,13 +94,22 @@ def bind(outer: ir.Block, intrin: TensorIntrin) -> Binding:
     raise MatchError(errors[0])
 
 
-def _pairings(loops: list[ir.For], inner: ir.BlockRealize, intrin: TensorIntrin
+def _pairings(loops: list[ir.For], inner: ir.BlockRealize, intrin: TensorIntrin, where: str
               ) -> list[tuple[int, ...]]:
     """Each way to give every loop its own description variable of a fitting extent and the
-    same kind, leaving only optional variables (intrin.optional_vars) without a loop."""
+    same kind, leaving only optional variables (intrin.optional_vars) without a loop;
+    MatchError naming a loop whose extent fits only variables of the other kind."""
     ivs = intrin.block.iter_vars
-    options = [[p for p, iv in enumerate(ivs) if _fits(l.extent, iv, intrin)
-                and _kind_of(l.loop_var, inner) == iv.kind] for l in loops]
+    options = []
+    for loop in loops:
+        kind = _kind_of(loop.loop_var, inner)
+        sized = [p for p, iv in enumerate(ivs) if _fits(loop.extent, iv, intrin)]
+        options.append([p for p in sized if ivs[p].kind == kind])
+        if sized and not options[-1]:
+            iv = ivs[sized[0]]
+            raise MatchError(f"{where}: loop {loop.loop_var.name} ({kind}) cannot stand for the "
+                             f"intrinsic's {iv.kind} variable {iv.var.name} of extent "
+                             f"{iv.extent}")
     needed = {p for p, iv in enumerate(ivs) if iv.var not in intrin.optional_vars}
     return [perm for perm in itertools.product(*options)
             if len(set(perm)) == len(perm) and needed <= set(perm)]
@@ -172,10 +181,6 @@ def _operands(outer: ir.Block, inner: ir.BlockRealize, loops: list[ir.For], perm
               accesses: list[Access], intrin: TensorIntrin, where: str) -> Binding:
     desc = intrin.block
     pair = {loops[i].loop_var: desc.iter_vars[p] for i, p in enumerate(perm)}
-    for loop, iv in pair.items():
-        _check(_kind_of(loop, inner) == iv.kind,
-               f"{where}: loop {loop.name} ({_kind_of(loop, inner)}) cannot stand for the "
-               f"intrinsic's {iv.kind} variable {iv.var.name} of extent {iv.extent}")
     ana = arith.Analyzer({**{iv.var: iv.extent for iv in outer.iter_vars},
                           **{l.loop_var: l.extent for l in loops}})
     zero = {l.loop_var: ir.const(0) for l in loops}

@@ -67,8 +67,36 @@ def test_matmul_priors_tile_whole_vectors_and_a_few_rows(target):
     # 96 rows: the most that divide them within the registers (AVX2 6 x 2, AVX-512 12 x 2)
     assert (accumulators // 2, 2 * lanes) in tiles_seen
     ranked = prior_schedules(auto, func)  # the best two ranks: a local accumulator tile
-    assert 0 < len(ranked) < 2 * len(designs)
+    assert 0 < len(ranked) <= 4 * len(designs) - 2
     assert all(any(i.kind == "cache_write" for i in s.trace.instructions) for s in ranked[:2])
+
+
+@ISA_PRESETS
+def test_a_product_of_fewer_rows_than_columns_keeps_its_row_blocks_inside_the_task(target):
+    """200 rows by 768 columns (a transformer's dense layer): the first prior runs its row
+    blocks inside parallel tasks over the columns, as few outside as leave 4 tasks a core (each
+    core then reads its panel of the weight once), the second is the prior as before; 768 rows
+    by 200 columns keep every row block outermost."""
+    lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
+
+    def tiles(design, decisions):
+        return [decisions[s] for s in design.sampling_sites() if s in decisions
+                and design.instructions[s].kind == "sample_perfect_tile"]
+
+    design = make_space("auto", target).designs(ops.matmul(200, 768, 64))[0]
+    for cores in (1, 2, 3):
+        first, second = prior_decisions(design, lanes, accumulators, cores=cores)[:2]
+        (rows, cols, _), (rows_before, cols_before, _) = tiles(design, first), \
+            tiles(design, second)
+        assert cols == cols_before and rows[2:] == rows_before[2:]
+        assert rows_before[1] == 1 and rows[0] * rows[1] == rows_before[0] > rows[0]
+        assert rows[0] * cols[0] >= 4 * cores
+        assert all(d * cols[0] < 4 * cores for d in range(1, rows[0]) if rows[0] % d == 0)
+    for decisions in prior_decisions(design, lanes, accumulators, cores=1000):
+        assert tiles(design, decisions)[0][1] == 1  # too few columns for the cores: as before
+    tall = make_space("auto", target).designs(ops.matmul(768, 200, 64))[0]
+    for decisions in prior_decisions(tall, lanes, accumulators, cores=2):
+        assert tiles(tall, decisions)[0][1] == 1
 
 
 @ISA_PRESETS

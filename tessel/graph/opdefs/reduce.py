@@ -14,7 +14,7 @@ from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, axis_of, define,
                                       elementwise, exact, f64, floats, numbers, same)
 from tessel.ops import reference as ref
-from tessel.ops.norm import EXP_FLOOR
+from tessel.ops.norm import shifted_exp
 
 Index = tuple[ir.Expr, ...]
 X3 = (3, 5, 7)
@@ -237,8 +237,8 @@ def _row_max(x: te.Tensor, axis: int, name: str) -> te.Tensor:
 
 
 def _shifted_exp(v: ir.Expr, top: ir.Expr) -> ir.Expr:
-    """exp(v - top), v - top floored at EXP_FLOOR as in ops.softmax (why: its doc)."""
-    return te.exp(te.max(v - top, EXP_FLOOR))
+    """exp(v - top) as ops.softmax's (0 below its floor: why in shifted_exp)."""
+    return shifted_exp(v - top)
 
 
 def _softmax_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:

@@ -109,10 +109,10 @@ def test_compute_inline_softmax_exp_into_both_readers():
     sch.compute_inline(sch.get_block("exp"))
     text = sch.func.script()
     assert block_names(sch.func) == ["root", "maxelem", "expsum", "softmax"]
-    assert ("expsum[vi_1] = expsum[vi_1] + T.exp(T.max(x[vi_1, vk_1] - maxelem[vi_1], -87.0))"
-            in text)
-    assert ("softmax[vi_2, vj] = T.exp(T.max(x[vi_2, vj] - maxelem[vi_2], -87.0)) / "
-            "expsum[vi_2]" in text)
+    exp = ("T.if_then_else(x[{v}] - maxelem[{r}] < -70.0, 0.0, "
+           "T.exp(T.max(x[{v}] - maxelem[{r}], -70.0)))")
+    assert f"expsum[vi_1] = expsum[vi_1] + {exp.format(v='vi_1, vk_1', r='vi_1')}" in text
+    assert f"softmax[vi_2, vj] = {exp.format(v='vi_2, vj', r='vi_2')} / expsum[vi_2]" in text
     assert "T.reads(x[vi_2, vj], maxelem[vi_2], expsum[vi_2])" in text
     check_all(f, sch)
 

@@ -90,7 +90,6 @@ def ranked_priors(space: Any, func: PrimFunc) -> list[tuple[Trace, dict[int, Any
               for design in space.designs(func)
               for k, decisions in enumerate(prior_decisions(design, _lanes(design, lanes),
                                                             accumulators,
-                                                            rank=func.params[-1].ndim,
                                                             shape=func.params[-1].shape,
                                                             cores=cores))]
     ranked.sort(key=lambda r: r[:2])  # stable: design order breaks ties
@@ -129,15 +128,14 @@ def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
     return 4 * whole + 2 * local + packed
 
 
-def prior_decisions(design: Trace, lanes: int, accumulators: int,
-                    rank: int = 2, cores: int = 1,
+def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1,
                     shape: tuple | None = None) -> list[dict[int, Any]]:
-    """Decision sets for `design` on a target with `lanes` float32 lanes and `accumulators`
-    registers for the register tile: one per vector width (2 or 1 vectors) that fits its vector
-    axis; for a design that tiles nothing but places stages, one per loop over the rows of
-    its `rank`-d output (_rowwise), or one for a tensorized design whose intrinsic's blocks
-    leave no loop to tile (a 16 x 64 matmul in one AMX call); none when the design does
-    neither."""
+    """Decision sets for `design` on a target with `lanes` float32 lanes, `accumulators`
+    registers for the register tile and `cores`: one per vector width (2 or 1 vectors) that
+    fits its vector axis; for a design that tiles nothing but places stages, one per loop over
+    the rows of its output of `shape` (_rowwise; a matrix without it), or one for a tensorized
+    design whose intrinsic's blocks leave no loop to tile (a 16 x 64 matmul in one AMX call);
+    none when the design does neither."""
     tiles = [(site, math.prod(design.decisions[site]))
              for site in design.sampling_sites()
              if design.instructions[site].kind == "sample_perfect_tile"
@@ -148,7 +146,7 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int,
     if not spatial and not tiles and _tensorized(design):  # one intrinsic call does it all
         return [_categoricals(design, TENSORIZED_UNROLL)]
     if not spatial:
-        return [] if tiles else _rowwise(design, rank, cores, shape)
+        return [] if tiles else _rowwise(design, cores, shape)
     unroll = TENSORIZED_UNROLL if _tensorized(design) else UNROLL
     fixed = {**_categoricals(design, unroll),
              **{s: _reduce_tile(e, _cap(design, s, REDUCE_INNER)) for s, e in reduce}}
@@ -298,8 +296,8 @@ def _rows_inside(row: tuple[int, ...], vec: tuple[int, ...]) -> tuple[int, ...]:
 
 def _rows_in_task(row: tuple[int, ...], vec: tuple[int, ...],
                   cores: int) -> tuple[int, ...]:
-    """The row tiling `row` of a matrix product with no more columns' tiles than
-    rows (a transformer's dense layers: 128 or 197 tokens by 768 to 3072 columns) with the row
+    """The row tiling `row` of a matrix product with no more rows than columns (a
+    transformer's dense layers: 128 or 197 tokens by 768 to 3072 columns) with the row
     blocks inside each parallel task, as few outside as leave PARALLEL_TASKS tasks a core
     among the vector tiles `vec`: with row blocks outermost each core streamed the whole
     weight once per row block (five times for ViT's 200 rows), from memory in a model, whose
@@ -333,28 +331,28 @@ def _reduce_tile(extent: int, cap: int) -> tuple[int, int]:
     return (extent // inner, inner)
 
 
-def _rowwise(design: Trace, rank: int, cores: int = 1,
+def _rowwise(design: Trace, cores: int = 1,
              shape: tuple | None = None) -> list[dict[int, Any]]:
     """For a design that tiles nothing but places stages (a softmax's maximum, exponentials,
     sum and quotient; a layer norm's mean, variance and output): every stage computed inside
-    one loop over the `rank`-d output's leading axes, the rows in parallel, unrolled by UNROLL.
-    First inside the outermost loop whose loops above it (of `shape`) give PARALLEL_TASKS
-    tasks a core, then inside the loop over rows (the one above the last axis) and outward
-    from there (where that one is not a legal place: the next sets). The outermost loop alone
-    held BERT's softmax of (1, 12, 128, 128) on one thread (its extent is 1): 0.55 ms, 0.1 ms
-    inside the rows; inside the 12 heads (each row's maximum and sum a chain of dependent
-    scalar steps, which rows overlap there: 128-wide rows on a 2-core Xeon 290 -> 76 us a
-    call; ViT's 197-wide 786 -> 179)."""
+    one loop over the leading axes of the output of `shape` (a matrix without it), the rows in
+    parallel, unrolled by UNROLL. First inside the outermost loop whose loops above it give
+    PARALLEL_TASKS tasks a core, then inside the loop over rows (the one above the last axis)
+    and outward from there (where that one is not a legal place: the next sets). The
+    outermost loop alone held BERT's softmax of (1, 12, 128, 128) on one thread (its extent
+    is 1): 0.55 ms, 0.1 ms inside the rows; inside the 12 heads (each row's maximum and sum a
+    chain of dependent scalar steps, which rows overlap there: 128-wide rows on a 2-core Xeon
+    290 -> 76 us a call; ViT's 197-wide 786 -> 179)."""
     sites = [s for s in design.sampling_sites() if _is_location(design, s)]
     if not sites:
         return []
+    rank = len(shape) if shape is not None else 2
     depths = list(range(max(rank - 2, 0), -1, -1))
-    if shape is not None:
-        enough = [d for d in sorted(depths) if math.prod(int(e) for e in shape[:d + 1])
-                  >= PARALLEL_TASKS * cores]
-        if enough:
-            depths.remove(enough[0])
-            depths.insert(0, enough[0])
+    first = None if shape is None else next(
+        (d for d in reversed(depths)
+         if math.prod(int(e) for e in shape[:d + 1]) >= PARALLEL_TASKS * cores), None)
+    if first is not None:
+        depths = [first] + [d for d in depths if d != first]
     return [{**_categoricals(design), **{s: depth for s in sites}} for depth in depths]
 
 

@@ -28,6 +28,8 @@ out), `logical` (bool in and out), or the operator's own (where, gather, cast).
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -193,6 +195,21 @@ def split_pads(pads: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 Index = tuple[ir.Expr, ...]
+
+
+def unravel(flat: ir.Expr, shape: tuple[int, ...]) -> Index:
+    """The index into `shape` of row-major position `flat`."""
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    return tuple(flat // st if d == 0 else (flat // st) % n
+                 for d, (n, st) in enumerate(zip(shape, strides)))
+
+
+def ravel(idx: Index, shape: tuple[int, ...]) -> ir.Expr:
+    """The row-major position of index `idx` into `shape`."""
+    flat: ir.Expr | int = 0
+    for v, n in zip(idx, shape):
+        flat = flat * n + v
+    return ir.convert(flat)
 
 
 def elementwise(shape: tuple[int, ...], fn: Callable[[Index], ir.Expr], name: str) -> te.Tensor:

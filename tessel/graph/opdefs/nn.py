@@ -16,7 +16,7 @@ from tessel import ir, te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (INTS, REQUIRED, Arg, Attrs, Example, bcast,
                                       broadcast_shape, define, elementwise, f64, ints, numbers,
-                                      split_pads)
+                                      ravel, split_pads, unravel)
 from tessel.ops import nn
 from tessel.ops import reference as ref
 from tessel.ops.common import named
@@ -233,9 +233,9 @@ def _dense_lower(args: list[Arg], a: Attrs, name: str, out_type: TensorType) -> 
         # than columns keeps its rows inside its tasks: tessel.space.priors._rows_in_task);
         # ConvNeXt-T's 7 x 7 and 14 x 14 stages on a 2-core Xeon 35.4 -> 23.0 ms a run
         flat = product((rows, w.shape[0]), lambda i, j: te.sum(
-            x[(*_unflatten(i, lead), k)] * w[j, k], axis=k), f"{name}_rows")
+            x[(*unravel(i, lead), k)] * w[j, k], axis=k), f"{name}_rows")
         bias_of = (lambda i: bias[0][i[-1]]) if bias else (lambda i: 0.0)
-        return elementwise(shape, lambda i: flat[_flatten(i[:-1], lead), i[-1]] + bias_of(i),
+        return elementwise(shape, lambda i: flat[ravel(i[:-1], lead), i[-1]] + bias_of(i),
                            name)
 
     def body(*idx: ir.Expr) -> ir.Expr:
@@ -243,22 +243,6 @@ def _dense_lower(args: list[Arg], a: Attrs, name: str, out_type: TensorType) -> 
 
     out = product(shape, body, f"{name}_dense" if bias else name)
     return _bias_add(out, bias[0], len(shape) - 1, name) if bias else out
-
-
-def _unflatten(i: ir.Expr, lead: tuple[int, ...]) -> tuple[ir.Expr, ...]:
-    """The index into axes `lead` of row `i` of their row-major flattening."""
-    out = []
-    for d in range(len(lead)):
-        inner = math.prod(lead[d + 1:])
-        out.append(i // inner % lead[d] if d else i // inner)
-    return tuple(out)
-
-
-def _flatten(idx: tuple[ir.Expr, ...], lead: tuple[int, ...]) -> ir.Expr:
-    out: ir.Expr = ir.const(0)
-    for e, n in zip(idx, lead):
-        out = out * n + e
-    return out
 
 
 def product(shape: tuple[int, ...], body, name: str) -> te.Tensor:

@@ -10,7 +10,7 @@ import numpy as np
 from tessel import ir, te
 from tessel.graph.ir import TensorType, check
 from tessel.graph.opdefs.base import (REQUIRED, Arg, Attrs, Example, axis_of, define,
-                                      elementwise, same)
+                                      elementwise, ravel, same, unravel)
 
 Index = tuple[ir.Expr, ...]
 X3 = (3, 5, 7)
@@ -28,12 +28,6 @@ def _reshape_infer(inputs, attrs, label):
     return shape
 
 
-def _unravel(flat: ir.Expr, shape: tuple[int, ...]) -> Index:
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-    return tuple(flat // st if d == 0 else (flat // st) % n
-                 for d, (n, st) in enumerate(zip(shape, strides)))
-
-
 def _reshape_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
     """out[i] = x at the same row-major position (a copy stage; the runtime aliases reshapes)."""
     x, = args
@@ -41,13 +35,7 @@ def _reshape_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.
     if shape == x.shape:
         return elementwise(shape, lambda i: x[i], name)
 
-    def body(i: Index) -> ir.Expr:
-        flat: ir.Expr | int = 0
-        for v, n in zip(i, shape):
-            flat = flat * n + v
-        return x[_unravel(ir.convert(flat), x.shape)]
-
-    return elementwise(shape, body, name)
+    return elementwise(shape, lambda i: x[unravel(ravel(i, shape), x.shape)], name)
 
 
 define("reshape", "view", _reshape_infer, _reshape_lower,

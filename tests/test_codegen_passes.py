@@ -5,10 +5,12 @@ test_codegen_c.py and test_codegen_simd.py."""
 from tessel import ir
 from tessel.arith import block_regions
 from tessel.codegen.c import print_c
-from tessel.codegen.lowered import (Allocate, Broadcast, Comment, LoweredFunc, Promote, Ramp,
+from tessel.codegen.lowered import (Allocate, Broadcast, Comment, LoweredFunc, Prefetch,
+                                    Promote, Ramp,
                                     Register, RegisterStore, VectorLoad, VectorOp, VectorStore,
                                     lowered_str)
-from tessel.codegen.passes import lower_blocks, promote_registers, unroll, vectorize
+from tessel.codegen.passes import (lower_blocks, prefetch_streams, promote_registers, unroll,
+                                   vectorize)
 from tessel.codegen.passes.fold import Mentions, substitute_folding
 from tessel.codegen.passes.blocks import STACK_LIMIT_BYTES
 from tessel.ir import (REDUCE, Buffer, BufferLoad, BufferStore, For, IfThenElse, IntImm,
@@ -233,6 +235,60 @@ def test_buffers_with_moving_accesses_stay_arrays():
                     "stack")
     got = promote_registers(lowered((O,), body))
     assert_lowers_to(got, body)
+
+
+# ---- prefetch_streams ----
+
+def register_tile(k0_extent=3, k1_extent=256, lanes=16, vectors=2, weight_scope="global"):
+    """A dense layer's register tile as register promotion leaves it: for k0 (the reduction's
+    outer loop), for j (two column tiles), acc[j] promoted around for k1, reading a packed
+    weight W[j, k0 * k1_extent + k1, 0:vectors * lanes] and broadcasting A[k0, k1]."""
+    width = lanes * vectors
+    K = k0_extent * k1_extent
+    W = Buffer("W", (2, K, width), scope=weight_scope)
+    A, O = Buffer("A", (k0_extent, k1_extent)), Buffer("O", (2, width))
+    acc = Buffer("acc", (2, width), scope="local")
+    k0, j, k1 = Var("k0"), Var("j"), Var("k1")
+    row = k0 * k1_extent + k1
+    updates = [RegisterStore(Register(acc, v * lanes, lanes, "float32"), VectorOp("+", (
+        Register(acc, v * lanes, lanes, "float32"),
+        VectorOp("*", (Broadcast(BufferLoad(A, (k0, k1), "float32"), lanes, "float32"),
+                       VectorLoad(W, (j, row, IntImm(v * lanes)), lanes, "float32")),
+                 lanes, "float32")), lanes, "float32")) for v in range(vectors)]
+    slots = tuple((v * lanes, lanes) for v in range(vectors))
+    tile = Promote(acc, j * width, slots, For(k1, k1_extent, seq(*updates)))
+    body = Allocate(acc, For(k0, k0_extent, For(j, 2, tile)), "stack")
+    return lowered((A, W, O), body, outputs=(O,)), W, (k0, j, k1)
+
+
+def test_a_register_tile_prefetches_its_weight_rows_of_the_next_reduction_chunk():
+    """Two 64-byte vectors a row: two prefetches, each 256 rows of 128 bytes ahead (the next
+    k0, not the next j: j is the accumulators' own loop)."""
+    func, W, (k0, j, k1) = register_tile()
+    got = prefetch_streams(func)
+    loop = [f for f in ir.collect(got.body, For) if f.loop_var is k1][0]
+    lines = [s for s in loop.body.seq if isinstance(s, Prefetch)]
+    assert [(p.buffer, p.offset) for p in lines] == [(W, 256 * 128)] * 2
+    for p, v in zip(lines, (0, 1)):
+        assert all(map(structural_equal, p.indices, (j, k0 * 256 + k1, IntImm(v * 16))))
+    source = print_c(got, Target("x86_64-avx512"))
+    assert "__builtin_prefetch((const void*)((uintptr_t)&W[j * 24576 + (k0 * 256 + k1) * 32]" \
+           " + 32768), 0, 2);" in source
+
+
+def test_one_prefetch_per_cache_line_of_the_stream():
+    """Two 8-lane vectors of a 64-byte row (AVX2) share one line: one prefetch."""
+    func, W, _ = register_tile(lanes=8)
+    lines = ir.collect(prefetch_streams(func).body, Prefetch)
+    assert [(p.buffer, p.offset) for p in lines] == [(W, 256 * 64)]
+
+
+def test_no_prefetch_without_a_stream_to_lead():
+    """An unsplit reduction (no loop around the tile moves the weight: its next rows are the
+    next iteration's own), a short one, and a local operand: nothing to prefetch."""
+    for func, _, _ in (register_tile(k0_extent=1), register_tile(k1_extent=8),
+                       register_tile(weight_scope="local")):
+        assert not ir.collect(prefetch_streams(func).body, Prefetch)
 
 
 # ---- the C printer ----

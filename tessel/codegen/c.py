@@ -20,8 +20,8 @@ from tessel import intrin
 from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
                                    comment_text, float_literal, helper_source)
 from tessel.codegen.c_vector import KernelExprs, vector_source, vtype
-from tessel.codegen.lowered import (Allocate, Comment, IntrinCall, LoweredFunc, Promote,
-                                    RegisterStore, Scatter, VectorStore, lanes_of)
+from tessel.codegen.lowered import (Allocate, Comment, IntrinCall, LoweredFunc, Prefetch,
+                                    Promote, RegisterStore, Scatter, VectorStore, lanes_of)
 from tessel.codegen.passes import lower_kernel
 from tessel.codegen.passes.blocks import buffer_bytes
 from tessel.ir import (Buffer, BufferLoad, BufferStore, Call, Cast, For, IfThenElse, PrimFunc,
@@ -101,6 +101,10 @@ class KernelPrinter:
             self.emit_block("", lambda: self.allocate(s))
         elif isinstance(s, Promote):
             self.promote(s)
+        elif isinstance(s, Prefetch):  # into L2 (locality 2); an integer address: no
+            # pointer past an object's end
+            address = f"(uintptr_t)&{self.expr.element(s.buffer, s.indices)} + {s.offset}"
+            self.emit(f"__builtin_prefetch((const void*)({address}), 0, 2);")
         elif isinstance(s, Comment):
             self.emit(f"// {comment_text(s.text)}")
         else:

@@ -12,6 +12,7 @@ no blocks and no decisions left to make:
                    annotated `simd: "omp"` with the reason when the body has no vector form
     registers      "local" buffers whose accesses all land on constant elements -> variables
                    (`Allocate` with storage "registers"; `Promote` around a loop)
+    prefetch       a register tile's streamed operand prefetched one chunk ahead (`Prefetch`)
 
 Vector expressions carry their element dtype and lane count; a boolean vector is a mask of
 integer dtype `mask` (all bits set where true). All nodes are frozen dataclasses, so the
@@ -116,6 +117,16 @@ class IntrinCall(Stmt):
     operands: tuple[Expr, ...]
     ints: tuple[int, ...]
     zero: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Prefetch(Stmt):
+    """A hint to bring the cache line `offset` bytes past `buffer[indices]` into the cache
+    (codegen.passes.prefetch); the address may lie past the buffer: a prefetch never faults."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    offset: int
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -305,6 +316,9 @@ class _Writer(StmtPrinter):
             where = f"{self.names(s.buffer)}[{self.e(s.base)} + slots {list(s.slots)}]"
             self.emit(d, f"promote {where}:")
             self.stmt(s.body, d + 1)
+        elif isinstance(s, Prefetch):
+            idx = ", ".join(self.e(i) for i in s.indices)
+            self.emit(d, f"prefetch(&{self.names(s.buffer)}[{idx}] + {s.offset} bytes)")
         elif isinstance(s, Comment):
             self.emit(d, f"# {s.text}")
         else:

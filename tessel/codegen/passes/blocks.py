@@ -38,7 +38,12 @@ def storage_of(buf: Buffer) -> str:
 
 def buffer_bytes(buf: Buffer) -> int:
     """The bytes of `buf`'s elements (a bool is one)."""
-    return buf.size * np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
+    return buf.size * element_bytes(buf)
+
+
+def element_bytes(buf: Buffer) -> int:
+    """The bytes of one element of `buf` (a bool is one)."""
+    return np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
 
 
 class _Lowering(StmtMutator):

@@ -1,0 +1,106 @@
+"""Software prefetch: a register tile's weight stream brought in one chunk ahead (after register
+promotion, the last pass).
+
+A register tile's reduction loop (the serial loop that promoted accumulators wrap) reads its
+vector operand, a packed weight panel, one row an iteration. The loops around it revisit that
+chunk of the panel from the caches, for every register tile of rows, before an enclosing
+reduction loop moves on to the next chunk. In a model, whose weights do not stay in the caches
+from one call to the next, the first pass over each chunk waits on memory while the passes
+after it run from the caches: the stream is bursty, and the hardware prefetchers, which follow
+the demand, do not run ahead of it. So the reduction loop's body first prefetches, into L2,
+the same rows of the chunk that the enclosing reduction loop's next iteration reads (its
+variable + 1: the panel's next rows, or past the panel's end the next panel's first ones, as
+weights are packed), one prefetch per cache line the body reads: memory is read while the
+tile computes. On a 2-core Xeon (AVX-512): a 128 x 768 x 768 dense layer with cold weights
+507 -> 453 us a call in a C probe (376 with the weights in the caches); twelve 768/3072-wide
+layers over 128 rows in sequence 0.89x -> 1.01x torch; BERT-base 81 -> 73 ms (onnxruntime 80).
+
+What is prefetched: vector loads of a buffer that is not local (a parameter or a heap block)
+whose flat offset is affine in an enclosing serial loop whose variable no promoted
+accumulator's base holds (a reduction loop around the tile, not one over its output). A
+prefetch never faults: its address past a buffer's end is computed as an integer.
+"""
+from __future__ import annotations
+
+from tessel.codegen.lowered import LoweredFunc, Prefetch, Promote, VectorLoad
+from tessel.codegen.passes.affine import Lin, flat_index
+from tessel.codegen.passes.blocks import element_bytes
+from tessel.ir import For, Stmt, StmtMutator, Var, collect, seq
+
+LINE_BYTES = 64  # a cache line: one prefetch per line a body reads
+MIN_ITERATIONS = 16  # a shorter reduction loop is no stream worth leading
+
+
+def prefetch_streams(func: LoweredFunc) -> LoweredFunc:
+    return func.with_body(_Prefetcher().stmt(func.body))
+
+
+class _Prefetcher(StmtMutator):
+    def __init__(self) -> None:
+        self.loops: list[For] = []  # enclosing loops, outermost first
+
+    def loop(self, s: For) -> Stmt:
+        self.loops.append(s)
+        body = self.stmt(s.body)
+        self.loops.pop()
+        return For(s.loop_var, s.extent, body, s.kind, s.thread, dict(s.annotations))
+
+    def scope(self, s: Stmt) -> Stmt:
+        if not isinstance(s, Promote):
+            return super().scope(s)
+        chain = [s]  # promotions wrapping one another, then (a register tile's) loop
+        while isinstance(chain[-1].body, Promote):
+            chain.append(chain[-1].body)
+        inner = chain[-1].body
+        if isinstance(inner, For):
+            lines = self.prefetches(inner, chain)
+            out: Stmt = self.loop(inner)
+            if lines:
+                out = For(out.loop_var, out.extent, seq(*lines, out.body), out.kind,
+                          out.thread, dict(out.annotations))
+        else:
+            out = self.stmt(inner)
+        for p in reversed(chain):
+            out = Promote(p.buffer, p.base, p.slots, out)
+        return out
+
+    def prefetches(self, s: For, promoted: list[Promote]) -> list[Prefetch]:
+        """One Prefetch per cache line of each streamed operand the body of `s` reads."""
+        if s.kind != "serial" or s.extent < MIN_ITERATIONS:
+            return []
+        spatial = {v for p in promoted for v in collect(p.base, Var)}
+        ranges = {loop.loop_var: (0, loop.extent - 1) for loop in (*self.loops, s)}
+        held = {p.buffer for p in promoted}
+        seen: dict[tuple, list[int]] = {}
+        out = []
+        for load in collect(s.body, VectorLoad, distinct=True):
+            buf = load.buffer
+            if buf.scope == "local" or buf in held or \
+                    any(v not in ranges for i in load.indices for v in collect(i, Var)):
+                continue  # (or a load inside a loop of the body: not an address here)
+            form = flat_index(buf, load.indices, {}, ranges)
+            outer = None if form is None else self.reduction_loop(form, spatial)
+            if outer is None:
+                continue
+            size = element_bytes(buf)
+            start = form.const * size
+            key = (buf, frozenset((id(a), c) for a, c in form.terms.items()))
+            lines = seen.setdefault(key, [])
+            if any(abs(start - other) < LINE_BYTES for other in lines):
+                continue
+            lines.append(start)
+            out.append(Prefetch(buf, load.indices, form.terms[outer] * size))
+        return out
+
+    def reduction_loop(self, form: Lin, spatial: set[Var]) -> Var | None:
+        """The innermost enclosing serial loop that the offset `form` moves with and that no
+        accumulator's base holds (a reduction loop around the register tile)."""
+        for loop in reversed(self.loops):
+            v = loop.loop_var
+            if loop.kind == "serial" and loop.extent > 1 and v not in spatial \
+                    and form.terms.get(v):
+                return v
+        return None
+
+
+__all__ = ["prefetch_streams", "LINE_BYTES", "MIN_ITERATIONS"]

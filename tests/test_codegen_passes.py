@@ -283,6 +283,21 @@ def test_one_prefetch_per_cache_line_of_the_stream():
     assert [(p.buffer, p.offset) for p in lines] == [(W, 256 * 64)]
 
 
+def test_a_loop_over_output_tiles_is_no_stream_to_lead():
+    """The accumulators allocated inside a loop over column tiles j0 and copied out by it:
+    the weight moves with j0, but j0's next iteration is a neighbouring tile (attention's
+    q k^T over 64-long rows: nothing to prefetch)."""
+    W, O = Buffer("W", (256, 64)), Buffer("O", (4, 16))
+    acc = Buffer("acc", (16,), scope="local")
+    j0, k = Var("j0"), Var("k")
+    reg = Register(acc, 0, 16, "float32")
+    tile = Promote(acc, IntImm(0), ((0, 16),), For(k, 64, RegisterStore(reg, VectorOp(
+        "+", (reg, VectorLoad(W, (k, j0 * 16), 16, "float32")), 16, "float32"))))
+    copy = VectorStore(O, (j0, IntImm(0)), VectorLoad(acc, (IntImm(0),), 16, "float32"))
+    body = For(j0, 4, Allocate(acc, seq(tile, copy), "stack"))
+    assert not ir.collect(prefetch_streams(lowered((W, O), body)).body, Prefetch)
+
+
 def test_no_prefetch_without_a_stream_to_lead():
     """An unsplit reduction (no loop around the tile moves the weight: its next rows are the
     next iteration's own), a short one, and a local operand: nothing to prefetch."""

@@ -16,16 +16,19 @@ tile computes. On a 2-core Xeon (AVX-512): a 128 x 768 x 768 dense layer with co
 layers over 128 rows in sequence 0.89x -> 1.01x torch; BERT-base 81 -> 73 ms (onnxruntime 80).
 
 What is prefetched: vector loads of a buffer that is not local (a parameter or a heap block)
-whose flat offset is affine in an enclosing serial loop whose variable no promoted
-accumulator's base holds (a reduction loop around the tile, not one over its output). A
+whose flat offset is affine in an enclosing serial loop that writes nothing at a place of its
+own: no promoted accumulator's base and no store in it indexes by its variable (a reduction
+loop around the tile, not a loop over the output, whose next iteration reads a neighbouring
+tile that the caches hold). A
 prefetch never faults: its address past a buffer's end is computed as an integer.
 """
 from __future__ import annotations
 
-from tessel.codegen.lowered import LoweredFunc, Prefetch, Promote, VectorLoad
+from tessel.codegen.lowered import LoweredFunc, Prefetch, Promote, VectorLoad, VectorStore
 from tessel.codegen.passes.affine import Lin, flat_index
 from tessel.codegen.passes.blocks import element_bytes
-from tessel.ir import For, Stmt, StmtMutator, Var, collect, seq
+from tessel.ir import (BufferStore, For, Stmt, StmtMutator, Var, collect, collect_stmts, seq,
+                       uses_var)
 
 LINE_BYTES = 64  # a cache line: one prefetch per line a body reads
 MIN_ITERATIONS = 16  # a shorter reduction loop is no stream worth leading
@@ -84,7 +87,7 @@ class _Prefetcher(StmtMutator):
                 continue
             size = element_bytes(buf)
             start = form.const * size
-            key = (buf, frozenset((id(a), c) for a, c in form.terms.items()))
+            key = (buf, frozenset(form.terms.items()))  # (atoms: equal for equal expressions)
             lines = seen.setdefault(key, [])
             if any(abs(start - other) < LINE_BYTES for other in lines):
                 continue
@@ -93,14 +96,23 @@ class _Prefetcher(StmtMutator):
         return out
 
     def reduction_loop(self, form: Lin, spatial: set[Var]) -> Var | None:
-        """The innermost enclosing serial loop that the offset `form` moves with and that no
-        accumulator's base holds (a reduction loop around the register tile)."""
+        """The innermost enclosing serial loop that the offset `form` moves with and that
+        writes nothing at a place of its own (no accumulator's base holds its variable, no
+        store in it indexes by it): a reduction loop around the register tile, not a loop
+        over the output (whose next iteration, a neighbouring tile, the caches hold)."""
         for loop in reversed(self.loops):
             v = loop.loop_var
             if loop.kind == "serial" and loop.extent > 1 and v not in spatial \
-                    and form.terms.get(v):
+                    and form.terms.get(v) and not _stores_along(loop.body, v):
                 return v
         return None
+
+
+def _stores_along(s: Stmt, v: Var) -> bool:
+    """Whether a store in `s` (or a promotion's base) indexes by `v`."""
+    places = [i for st in collect_stmts(s, (BufferStore, VectorStore)) for i in st.indices]
+    places += [p.base for p in collect_stmts(s, Promote)]
+    return any(uses_var(i, v) for i in places)
 
 
 __all__ = ["prefetch_streams", "LINE_BYTES", "MIN_ITERATIONS"]

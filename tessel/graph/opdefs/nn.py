@@ -245,20 +245,23 @@ def _dense_lower(args: list[Arg], a: Attrs, name: str, out_type: TensorType) -> 
     return _bias_add(out, bias[0], len(shape) - 1, name) if bias else out
 
 
-def product(shape: tuple[int, ...], body, name: str) -> te.Tensor:
+def product(shape: tuple[int, ...], body, name: str, columns_read: bool = False) -> te.Tensor:
     """The matrix product `body` (of the output indices) over `shape`; where its rows or
     columns tile badly (padded_rows, padded_columns) it is computed over more of them, the
-    extra ones reading the last row or column, and cropped by a copy the kernel fuses."""
+    extra ones reading the last row or column, and cropped by a copy the kernel fuses. With
+    `columns_read`, `body` reads the padded columns itself (its operand is padded already:
+    _matmul_lower) and only the rows are clamped."""
     names = _mm_names(len(shape))
     full = (*shape[:-2], padded_rows(shape[-2]), padded_columns(shape[-1])) \
         if len(shape) >= 2 else (padded_columns(shape[0]),)
     if full == shape:
         return te.compute(shape, named(body, names), name=name)
     last = shape[-2:]
+    clamp = (True, not columns_read)[-len(last):]
 
     def clamped(*idx: ir.Expr) -> ir.Expr:
-        edge = tuple(te.min(i, n - 1) if f != n else i
-                     for i, n, f in zip(idx[-2:], last, full[-2:]))
+        edge = tuple(te.min(i, n - 1) if f != n and c else i
+                     for i, n, f, c in zip(idx[-2:], last, full[-2:], clamp))
         return body(*idx[:-2], *edge)
 
     padded = te.compute(full, named(clamped, names), name=f"{name}_padded")
@@ -321,8 +324,25 @@ def _matmul_body(x: te.Tensor, y: te.Tensor, out: TensorType, to: str | None = N
     return body
 
 
+# MetaSchedule's block annotation that keeps AutoInline off a block (space.rules.inline)
+NO_INLINE = {"meta_schedule.inline_rule": "disable"}
+
+
 def _matmul_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
-    return product(out.shape, _matmul_body(args[0], args[1], out), name)
+    """x @ y; where the columns are padded (padded_columns), over a copy of y whose extra
+    columns repeat its last one, kept a stage of its own (not inlined): a read of y through a
+    clamp of its column is no vector load, and attention's keys, read transposed, were
+    gathered one lane at a time (ViT's q k^T over 197 keys: 16 scalar loads a step, 67
+    GFLOP/s on a 2-core Xeon)."""
+    x, y = args
+    n = y.shape[-1]
+    wide = padded_columns(n)
+    if len(out.shape) < 2 or wide == n:
+        return product(out.shape, _matmul_body(x, y, out), name)
+    columns = te.compute((*y.shape[:-1], wide),
+                         lambda *i: y[(*i[:-1], te.min(i[-1], n - 1))],
+                         name=f"{name}_columns", attrs=NO_INLINE)
+    return product(out.shape, _matmul_body(x, columns, out), name, columns_read=True)
 
 
 define("matmul", "anchor", _matmul_infer, _matmul_lower,

@@ -10,6 +10,9 @@ from tessel.schedule import BlockRV, Schedule, ScheduleError
 from tessel.space.rules.base import is_reduction
 
 
+INLINE_RULE = "meta_schedule.inline_rule"
+
+
 @dataclass(frozen=True)
 class AutoInline:
     """`into_consumer`: compute_inline a spatial single-store block (transposes, exp, ...);
@@ -22,7 +25,11 @@ class AutoInline:
     more than one consumer is not inlined here either. Inlined, every consumer computes the
     function again (softmax's exp, read by the row sum and the output); left in place,
     RandomComputeLocation samples where it is computed, inlining among its choices, so
-    computing it once per row under the consumers' loop is a design the search can find."""
+    computing it once per row under the consumers' loop is a design the search can find.
+
+    A block annotated meta_schedule.inline_rule = "disable" (MetaSchedule's own key) is never
+    inlined: a matmul's padded copy of its operand (graph.opdefs.nn._matmul_lower), which
+    inlined would be read through a clamp again."""
 
     into_consumer: bool = True
     into_producer: bool = True
@@ -31,7 +38,8 @@ class AutoInline:
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         node = sch.get(block)
-        if is_reduction(node) or not isinstance(node.body, BufferStore) or node.init is not None:
+        if is_reduction(node) or not isinstance(node.body, BufferStore) or \
+                node.init is not None or node.annotations.get(INLINE_RULE) == "disable":
             return [sch]
         if not self.allow_if_then_else and has_condition(node):
             return [sch]
@@ -65,4 +73,4 @@ def calls_math(block: Block) -> bool:
     return any(c.name in COSTLY for c in ir.collect(block.body, ir.Call))
 
 
-__all__ = ["AutoInline", "calls_math", "has_condition"]
+__all__ = ["AutoInline", "INLINE_RULE", "calls_math", "has_condition"]

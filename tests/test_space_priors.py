@@ -248,23 +248,29 @@ def test_short_reductions_read_their_padding_inline():
     assert any(not any("pad" in b for b in blocks_of(p)) for p in programs[1:])
 
 
+def _scores_prior(target, keys):
+    """The prior program of q k^T over `keys` tokens, 2 heads of 16, both transposes folded
+    into the product, and how the runtime got it."""
+    from tessel.graph.compiler.compile import fallback_program
+    from tessel.graph.compiler.tasks import extract_tasks, lower_groups
+    from tessel.graph.fuse import fuse
+    from tessel.graph.ir import Graph
+    g = Graph("scores")
+    q, k = g.add_input("q", (1, keys, 2, 16)), g.add_input("k", (1, keys, 2, 16))
+    g.set_outputs([g.add_node("matmul", [g.add_node("transpose", [q], perm=(0, 2, 1, 3)),
+                                         g.add_node("transpose", [k], perm=(0, 2, 3, 1))])])
+    task, = extract_tasks(lower_groups(g, fuse(g), target.cores), target)
+    return fallback_program(task.workload, make_space("auto", target),
+                            default_postprocs(target), target)
+
+
 @ISA_PRESETS
 def test_attention_scores_over_keys_that_tile_badly_copy_them_padded(target):
     """q k^T over 37 keys (ViT's 197: no vector width divides them): the product computes 48
     columns from a copy of k^T whose extra columns repeat the last key, a stage of its own
     that the prior leaves at the root (inlined, the keys were read through a clamp one lane
     at a time), and the scores equal numpy's."""
-    from tessel.graph.compiler.compile import fallback_program
-    from tessel.graph.compiler.tasks import extract_tasks, lower_groups
-    from tessel.graph.fuse import fuse
-    from tessel.graph.ir import Graph
-    g = Graph("scores")
-    q, k = g.add_input("q", (1, 37, 2, 16)), g.add_input("k", (1, 37, 2, 16))
-    g.set_outputs([g.add_node("matmul", [g.add_node("transpose", [q], perm=(0, 2, 1, 3)),
-                                         g.add_node("transpose", [k], perm=(0, 2, 3, 1))])])
-    task, = extract_tasks(lower_groups(g, fuse(g), target.cores), target)
-    func, how = fallback_program(task.workload, make_space("auto", target),
-                                 default_postprocs(target), target)
+    func, how = _scores_prior(target, 37)
     columns = [b for b in tessel.ir.blocks(func.body) if b.name.endswith("_columns")]
     assert how == "prior" and len(columns) == 1
     assert columns[0].writes[0].buffer.shape[-1] == 48
@@ -281,17 +287,7 @@ def test_attention_scores_pack_the_transposed_keys(target):
     """q k^T with both transposes folded into the product: k^T's columns are the keys'
     rows, one element a lane once the transpose is inlined, so the prior packs the keys in
     panels (a stage of its own) and the scores equal numpy's."""
-    from tessel.graph.compiler.compile import fallback_program
-    from tessel.graph.compiler.tasks import extract_tasks, lower_groups
-    from tessel.graph.fuse import fuse
-    from tessel.graph.ir import Graph
-    g = Graph("scores")
-    q, k = g.add_input("q", (1, 48, 2, 16)), g.add_input("k", (1, 48, 2, 16))
-    g.set_outputs([g.add_node("matmul", [g.add_node("transpose", [q], perm=(0, 2, 1, 3)),
-                                         g.add_node("transpose", [k], perm=(0, 2, 3, 1))])])
-    task, = extract_tasks(lower_groups(g, fuse(g), target.cores), target)
-    func, how = fallback_program(task.workload, make_space("auto", target),
-                                 default_postprocs(target), target)
+    func, how = _scores_prior(target, 48)
     assert how == "prior" and "p1_global" in [b.name for b in tessel.ir.blocks(func.body)]
     if runs_here(target):
         a, b = np.random.default_rng(3).standard_normal((2, 1, 48, 2, 16)).astype(np.float32)

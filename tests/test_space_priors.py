@@ -264,6 +264,17 @@ def _scores_prior(target, keys):
                             default_postprocs(target), target)
 
 
+def _check_scores(func, target, keys):
+    """The scores `func` computes equal numpy's, where the target runs here."""
+    if runs_here(target):
+        rng = np.random.default_rng(keys)
+        a, b = rng.standard_normal((2, 1, keys, 2, 16)).astype(np.float32)
+        out = np.zeros((1, 2, keys, keys), np.float32)
+        tessel.build(func, target)(a, b, out)
+        np.testing.assert_allclose(out, a.transpose(0, 2, 1, 3) @ b.transpose(0, 2, 3, 1),
+                                   rtol=1e-5, atol=1e-5)
+
+
 @ISA_PRESETS
 def test_attention_scores_over_keys_that_tile_badly_copy_them_padded(target):
     """q k^T over 37 keys (ViT's 197: no vector width divides them): the product computes 48
@@ -274,12 +285,7 @@ def test_attention_scores_over_keys_that_tile_badly_copy_them_padded(target):
     columns = [b for b in tessel.ir.blocks(func.body) if b.name.endswith("_columns")]
     assert how == "prior" and len(columns) == 1
     assert columns[0].writes[0].buffer.shape[-1] == 48
-    if runs_here(target):
-        a, b = np.random.default_rng(4).standard_normal((2, 1, 37, 2, 16)).astype(np.float32)
-        out = np.zeros((1, 2, 37, 37), np.float32)
-        tessel.build(func, target)(a, b, out)
-        np.testing.assert_allclose(out, a.transpose(0, 2, 1, 3) @ b.transpose(0, 2, 3, 1),
-                                   rtol=1e-5, atol=1e-5)
+    _check_scores(func, target, 37)
 
 
 @ISA_PRESETS
@@ -289,9 +295,4 @@ def test_attention_scores_pack_the_transposed_keys(target):
     panels (a stage of its own) and the scores equal numpy's."""
     func, how = _scores_prior(target, 48)
     assert how == "prior" and "p1_global" in [b.name for b in tessel.ir.blocks(func.body)]
-    if runs_here(target):
-        a, b = np.random.default_rng(3).standard_normal((2, 1, 48, 2, 16)).astype(np.float32)
-        out = np.zeros((1, 2, 48, 48), np.float32)
-        tessel.build(func, target)(a, b, out)
-        np.testing.assert_allclose(out, a.transpose(0, 2, 1, 3) @ b.transpose(0, 2, 3, 1),
-                                   rtol=1e-5, atol=1e-5)
+    _check_scores(func, target, 48)

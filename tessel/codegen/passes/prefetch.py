@@ -25,7 +25,7 @@ prefetch never faults: its address past a buffer's end is computed as an integer
 from __future__ import annotations
 
 from tessel.codegen.lowered import LoweredFunc, Prefetch, Promote, VectorLoad, VectorStore
-from tessel.codegen.passes.affine import Lin, flat_index
+from tessel.codegen.passes.affine import flat_index
 from tessel.codegen.passes.blocks import element_bytes
 from tessel.ir import (BufferStore, For, Stmt, StmtMutator, Var, collect, collect_stmts, seq,
                        uses_var)
@@ -74,6 +74,7 @@ class _Prefetcher(StmtMutator):
         spatial = {v for p in promoted for v in collect(p.base, Var)}
         ranges = {loop.loop_var: (0, loop.extent - 1) for loop in (*self.loops, s)}
         held = {p.buffer for p in promoted}
+        reductions = self.reduction_loops(spatial)
         seen: dict[tuple, list[int]] = {}
         out = []
         for load in collect(s.body, VectorLoad, distinct=True):
@@ -82,7 +83,9 @@ class _Prefetcher(StmtMutator):
                     any(v not in ranges for i in load.indices for v in collect(i, Var)):
                 continue  # (or a load inside a loop of the body: not an address here)
             form = flat_index(buf, load.indices, {}, ranges)
-            outer = None if form is None else self.reduction_loop(form, spatial)
+            # the innermost reduction loop the operand moves with
+            outer = None if form is None else next(
+                (v for v in reductions if form.terms.get(v)), None)
             if outer is None:
                 continue
             size = element_bytes(buf)
@@ -95,17 +98,14 @@ class _Prefetcher(StmtMutator):
             out.append(Prefetch(buf, load.indices, form.terms[outer] * size))
         return out
 
-    def reduction_loop(self, form: Lin, spatial: set[Var]) -> Var | None:
-        """The innermost enclosing serial loop that the offset `form` moves with and that
-        writes nothing at a place of its own (no accumulator's base holds its variable, no
-        store in it indexes by it): a reduction loop around the register tile, not a loop
-        over the output (whose next iteration, a neighbouring tile, the caches hold)."""
-        for loop in reversed(self.loops):
-            v = loop.loop_var
-            if loop.kind == "serial" and loop.extent > 1 and v not in spatial \
-                    and form.terms.get(v) and not _stores_along(loop.body, v):
-                return v
-        return None
+    def reduction_loops(self, spatial: set[Var]) -> list[Var]:
+        """The enclosing serial loops, innermost first, that write nothing at a place of
+        their own (no accumulator's base holds their variable, no store in them indexes by
+        it): reduction loops around the register tile, not loops over the output (whose next
+        iteration, a neighbouring tile, the caches hold)."""
+        return [loop.loop_var for loop in reversed(self.loops)
+                if loop.kind == "serial" and loop.extent > 1 and loop.loop_var not in spatial
+                and not _stores_along(loop.body, loop.loop_var)]
 
 
 def _stores_along(s: Stmt, v: Var) -> bool:

@@ -556,7 +556,7 @@ def test_a_selection_with_a_deadline_times_what_fits_before_it(tmp_path, monkeyp
                       batch_size=6, progress=False, select=0)
     target = tessel.Target("host")
     store = tessel.Database(db)
-    blocked = apply_layout(graph, "winograd", target.vector_lanes("float32"))
+    blocked = apply_layout(graph, "winograd", target)
     none = select.select_graph(blocked, target, store, candidates=4, rounds=30,
                                deadline=select.clock() - 1.0)
     assert none.ranks == {} and none.changed == 0 and "skipped: no time left" in none.line()

@@ -22,6 +22,7 @@ from tessel.graph.frontend.onnx_import import from_onnx  # noqa: E402
 from tessel.graph.frontend.torch_import import Importer, from_torch  # noqa: E402
 from tessel.graph.layout import apply_layout  # noqa: E402
 from tessel.graph.reference import run_graph  # noqa: E402
+from tessel.target import Target  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 COMPILED = {"instance_norm2d", "group_norm", "lrn", "2d_ceil", "crop_and_pad", "reflect",
@@ -187,7 +188,8 @@ def test_a_unet_block_with_blocked_convolutions():
     """The pass blocks the convolutions and the dilated max pool between them (its blocked
     form), and converts back to NCHW before the other operators."""
     module, x = _affine(_UNetBlock(), seed=3), randn(1, 3, 19, 17)
-    graph = apply_layout(simplify(from_torch(module, (x,))), "blocked", 8)
+    graph = apply_layout(simplify(from_torch(module, (x,))), "blocked",
+                         Target("x86_64-avx2"))  # 8 lanes
     assert {"conv_blocked", "max_pool_blocked"} <= {n.op for n in graph.nodes}
     got, = tessel.compile_model(module, example_inputs=(x,), layout="blocked")(x.numpy())
     with torch.no_grad():

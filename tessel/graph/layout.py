@@ -85,14 +85,16 @@ def int8_rows(target) -> int:
     return 64 if target.has("amx_int8") else 0
 
 
-def apply_layout(graph: Graph, layout: str, lanes: int, whole_int8: int = 0) -> Graph:
-    """The graph in `layout`, as compile_model and tune_model run it: "blocked", "winograd"
-    (blocked, and the 3x3 convolutions over many tiles as Winograd F(4x4, 3x3):
-    tessel.graph.winograd) or "plain"; `whole_int8` as block_layouts takes it."""
+def apply_layout(graph: Graph, layout: str, target) -> Graph:
+    """The graph in `layout`, as compile_model and tune_model run it on `target` (its float32
+    lanes make the blocks, int8_rows its 8-bit convolutions' whole blocks): "blocked",
+    "winograd" (blocked, and the 3x3 convolutions over many tiles as Winograd F(4x4, 3x3):
+    tessel.graph.winograd) or "plain"."""
     check(layout in LAYOUTS, f"layout must be one of {LAYOUTS}, got {layout!r}")
     if layout == "plain":
         return graph
-    blocked = block_layouts(graph, lanes, whole_int8=whole_int8)
+    blocked = block_layouts(graph, target.vector_lanes("float32"),
+                            whole_int8=int8_rows(target))
     return winograd_convs(blocked) if layout == "winograd" else blocked
 
 

@@ -24,7 +24,7 @@ from tessel.graph.compiler.load import load_model
 from tessel.graph.compiler.tasks import extract_tasks, lower_groups
 from tessel.graph.fuse import fuse
 from tessel.graph.ir import Graph, check
-from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout, int8_rows
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.graph.runtime import FALLBACKS, BuiltKernel, CompiledModel, TaskStatus
 from tessel.ir import CONSTANT_PARAMS, MEASURE, PARTITION, REDUCE, PrimFunc
 from tessel.ir.visitor import blocks
@@ -64,15 +64,14 @@ def compile_model(model: Any, target: Target | str | None = None,
     del model  # an ONNX proto (or module) the caller does not hold is freed before packing
     db = Database.open(database, create=False)
     check(db is not None or database is None, f"database {database} does not exist")
-    lanes, whole_int8 = target.vector_lanes("float32"), int8_rows(target)
     if layout != "auto":
-        graph = apply_layout(graph, layout, lanes, whole_int8)  # (the graph before: let go)
+        graph = apply_layout(graph, layout, target)  # (the graph before it is let go)
         return compile_graph(graph, target, db, fallback=fallback, prepack=prepack,
                              layout=layout)
     best, times = None, {}
     for candidate in LAYOUTS:
-        own = copy.copy(apply_layout(graph, candidate, lanes, whole_int8))  # (its constants
-        own.constants = dict(own.constants)  # let go as packed, not the shared ones)
+        own = copy.copy(apply_layout(graph, candidate, target))  # (its constants let go
+        own.constants = dict(own.constants)                      # as packed, not the shared ones)
         compiled = compile_graph(own, target, db, fallback=fallback, prepack=prepack,
                                  layout=candidate)
         times[candidate] = compiled.latency()

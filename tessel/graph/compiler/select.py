@@ -39,7 +39,7 @@ from tessel.database.record import IN_SEQUENCE
 from tessel.graph.compiler.compile import compile_graph
 from tessel.graph.compiler.load import load_model
 from tessel.graph.ir import Graph, check
-from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout, int8_rows
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.graph.runtime import CompiledModel
 from tessel.target import Target
 
@@ -86,8 +86,7 @@ def select_in_sequence(model: Any, target: Target | None = None,
     check(database is not None, "select_in_sequence needs a database of tuning records")
     db = Database.open(database, create=False)
     check(db is not None, f"database {database} does not exist")
-    graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
-                         target.vector_lanes("float32"), int8_rows(target))
+    graph = apply_layout(load_model(model, input_shapes, example_inputs), layout, target)
     return select_graph(graph, target, db, candidates=candidates, rounds=rounds,
                         margin=margin, layout=layout, seed=seed, deadline=deadline)
 

@@ -19,7 +19,7 @@ import numpy as np
 from tessel import ir, te
 from tessel.graph.fuse import FusedGroup, fuse
 from tessel.graph.ir import Graph, Node
-from tessel.graph.layout import DEFAULT_LAYOUT, apply_layout, int8_rows
+from tessel.graph.layout import DEFAULT_LAYOUT, apply_layout
 from tessel.graph.lowering import lower
 from tessel.graph.ops import OPS, broadcast_shape
 from tessel.graph.runtime import GroupKernel
@@ -127,7 +127,7 @@ def model_tasks(graph: Graph, target: Target, layout: str = DEFAULT_LAYOUT
                 ) -> tuple[list[GroupKernel], list[Task]]:
     """The kernels of a simplified graph in `layout` (tessel.graph.layout) and its tuning
     tasks (one per distinct kernel)."""
-    graph = apply_layout(graph, layout, target.vector_lanes("float32"), int8_rows(target))
+    graph = apply_layout(graph, layout, target)
     return graph_tasks(graph, target)
 
 

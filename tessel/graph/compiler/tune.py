@@ -12,7 +12,7 @@ from tessel.graph.compiler.load import load_model
 from tessel.graph.compiler.select import MAX_CANDIDATES, select_graph
 from tessel.graph.compiler.tasks import graph_tasks
 from tessel.graph.ir import check
-from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout, int8_rows
+from tessel.graph.layout import DEFAULT_LAYOUT, LAYOUTS, apply_layout
 from tessel.target import Target, as_target
 from tessel.tuning import TuneResult, check_tune_tasks_args, tune_tasks
 
@@ -46,8 +46,7 @@ def tune_model(model: Any, target: Target | str | None = None, trials: int = 256
     target = as_target(target)
     check_tune_tasks_args(target, trials, database=database, time_budget=time_budget,
                           **options)  # before any work
-    graph = apply_layout(load_model(model, input_shapes, example_inputs), layout,
-                         target.vector_lanes("float32"), int8_rows(target))
+    graph = apply_layout(load_model(model, input_shapes, example_inputs), layout, target)
     _, tasks = graph_tasks(graph, target)
     selects = bool(select) and database is not None
     time_budget, deadline = split_budget(start, time_budget, selects)

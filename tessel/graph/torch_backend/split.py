@@ -17,7 +17,7 @@ from tessel.graph.compiler import compile_model, graph_tasks, load_model, select
 from tessel.graph.compiler.tasks import extract_tasks
 from tessel.graph.frontend.torch_import import ATEN, INPUT, Importer, target_name
 from tessel.graph.ir import Graph, GraphError, check
-from tessel.graph.layout import DEFAULT_LAYOUT, apply_layout, int8_rows
+from tessel.graph.layout import DEFAULT_LAYOUT, apply_layout
 from tessel.graph.runtime import CompiledModel
 from tessel.graph.torch_backend.options import BackendOptions, say
 from tessel.target import Target
@@ -232,8 +232,7 @@ def tune_pieces(graphs: list[Graph], target: Target, options: BackendOptions) ->
     """Tune the distinct tasks of every piece within `options.tune` trials in all, then choose
     each piece's kernels in its sequence (tessel.graph.compiler.select)."""
     layout = options.layout if options.layout != "auto" else DEFAULT_LAYOUT
-    laid = [apply_layout(graph, layout, target.vector_lanes("float32"),
-                         int8_rows(target)) for graph in graphs]
+    laid = [apply_layout(graph, layout, target) for graph in graphs]
     kernels = [k for graph in laid for k in graph_tasks(graph, target)[0]]
     tasks = extract_tasks(kernels, target)  # one task per distinct kernel of all the pieces
     if not tasks:

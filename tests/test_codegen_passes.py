@@ -306,6 +306,51 @@ def test_no_prefetch_without_a_stream_to_lead():
         assert not ir.collect(prefetch_streams(func).body, Prefetch)
 
 
+
+def conv_tile(channel_blocks=64, pixels=7, input_param=True):
+    """A blocked 1x1 convolution's register tile, its accumulators variables: for rco (input
+    channel blocks), for rci (16 channels), acc[p] += X[rco, p, rci] * W[rco * 16 + rci]
+    for `pixels` pixels, X a parameter (an activation: 196 pixels a channel block, 12544
+    bytes from one block to the next) or a block the kernel wrote."""
+    X = Buffer("X", (channel_blocks, 196, 16))
+    W, O = Buffer("W", (channel_blocks * 16, 16)), Buffer("O", (pixels, 16))
+    acc = Buffer("acc", (pixels, 16), scope="local")
+    rco, rci = Var("rco"), Var("rci")
+    regs = [Register(acc, p * 16, 16, "float32") for p in range(pixels)]
+    updates = [RegisterStore(r, VectorOp("+", (r, VectorOp("*", (
+        Broadcast(BufferLoad(X, (rco, IntImm(p), rci), "float32"), 16, "float32"),
+        VectorLoad(W, (rco * 16 + rci, IntImm(0)), 16, "float32")), 16, "float32")),
+        16, "float32")) for p, r in enumerate(regs)]
+    stores = [VectorStore(O, (IntImm(p), IntImm(0)), r) for p, r in enumerate(regs)]
+    tile = Allocate(acc, seq(For(rco, channel_blocks, For(rci, 16, seq(*updates))), *stores),
+                    "registers", tuple((p * 16, 16) for p in range(pixels)))
+    body = tile if input_param else Allocate(X, tile, "heap")
+    return lowered((X, W, O) if input_param else (W, O), body), X, rco
+
+
+def test_a_tile_reads_a_far_striding_activation_two_channel_blocks_ahead():
+    """X steps 12544 bytes a channel block, past what the hardware prefetchers follow: each
+    line the body reads of it (7 pixels of 16 channels: 7 lines) is prefetched from the block
+    AHEAD = 2 on. W steps 1 KiB a block, a stream they follow: not prefetched."""
+    func, X, rco = conv_tile()
+    got = prefetch_streams(func)
+    loop = [f for f in ir.collect(got.body, For) if f.loop_var is rco][0]
+    lines = [s for s in loop.body.seq if isinstance(s, Prefetch)]
+    assert [(p.buffer, p.offset) for p in lines] == [(X, 2 * 196 * 16 * 4)] * 7
+    for p, pixel in zip(lines, range(7)):
+        assert all(map(structural_equal, p.indices, (rco, IntImm(pixel), IntImm(0))))
+    source = print_c(got, AVX2)
+    assert "__builtin_prefetch((const void*)((uintptr_t)&X[rco * 3136 + 96] + 25088), 0, 2);" \
+        in source
+
+
+def test_no_far_prefetch_for_a_short_loop_or_an_operand_the_kernel_wrote():
+    """Four channel blocks (the loop reads little ahead), or X a block of the kernel's own
+    (it has just written it: in the caches): nothing to prefetch."""
+    for func, _, _ in (conv_tile(channel_blocks=4), conv_tile(input_param=False)):
+        assert not ir.collect(prefetch_streams(func).body, Prefetch)
+
+
 # ---- the C printer ----
 
 def kernel_body(source):

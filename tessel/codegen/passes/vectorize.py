@@ -35,6 +35,7 @@ VECTOR_DTYPES = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i
 NARROW = ("int8", "uint8", "int16", "uint16")
 # vectorized by tessel's helpers (the ISA's rounding instruction)
 ROUNDED = ("floor", "ceil", "round")
+VECTOR_MATH = ("exp", "sigmoid")  # float32 functions of tessel's own (c_vector.py)
 MASK_DTYPE = {"float32": "int32", "float64": "int64", "int32": "int32", "int64": "int64"}
 MAX_UNROLLED_CHUNKS = 4  # more full vectors than this become a loop over chunks
 
@@ -382,11 +383,13 @@ class _Chunk(StmtMutator):
         return VectorCast(self.as_vector(value, e.value.dtype), self.width, e.dtype)
 
     def _call(self, e: Call) -> Expr:
-        """exp, log, tanh, erf, pow and sigmoid through the C library's vector variants
-        (glibc's libmvec) where the target has them; floor and ceil through tessel's own
-        helpers (the ISA's rounding instruction: c_vector.py, symbol ""); other intrinsics
-        have no vector form."""
-        if e.name in ROUNDED and e.dtype in ("float32", "float64"):
+        """floor and ceil through tessel's own helpers (the ISA's rounding instruction:
+        c_vector.py, symbol ""), and float32 exp and sigmoid (inline, on any ISA: a library
+        call clobbers every vector register); log, tanh, erf, pow and float64 exp and sigmoid
+        through the C library's vector variants (glibc's libmvec) where the target has them;
+        other intrinsics have no vector form."""
+        if e.name in ROUNDED and e.dtype in ("float32", "float64") or \
+                e.name in VECTOR_MATH and e.dtype == "float32":
             return VectorCall(e.name, "", (self.vector(e.args[0], e.dtype),), self.width,
                               e.dtype)
         base = "exp" if e.name == "sigmoid" else e.name

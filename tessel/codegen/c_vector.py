@@ -322,9 +322,9 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     if any((d, w) in _ARM_ROUND for d, w, _ in rounding):
         lines.insert(0, "#if defined(__aarch64__)\n#include <arm_neon.h>\n#endif")
     lines += [_rounding_source(d, w, fn) for d, w, fn in rounding]
-    lines += [src for d, w in order for fn, source in (("exp", _exp_source),
-                                                        ("sigmoid", _sigmoid_source))
-              if (d, w, fn) in used for src in (source(w),)]
+    lines += [source(w) for d, w in order
+              for fn, source in (("exp", _exp_source), ("sigmoid", _sigmoid_source))
+              if (d, w, fn) in used]
     names = sorted(fn.split()[1] for _, _, fn in used if fn.startswith("intrin "))
     includes = sorted({h for n in names for h in intrin.get(n).includes})
     lines = [f"#include <{h}>" for h in includes] + lines + [_intrin_source(n) for n in names]

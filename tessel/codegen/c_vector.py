@@ -309,7 +309,7 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     used = set(used) | {(d, w, need) for d, w, fn in used for need in _NEEDS.get(fn, ())}
     types = {(d, w) for d, w, _ in used if w}  # width 0: a memory intrinsic, no vector type
     types |= {(MASK_DTYPE[d], w) for d, w, fn in used
-              if fn in ("select", "min", "max", "load_s2", "exp", "sigmoid")}
+              if fn in ("select", "min", "max", "load_s2", "exp")}
     order = sorted(types, key=lambda t: (t[0].startswith("float"), t))
     lines = [line for d, w in order for line in _type_source(d, w)]
     fns = ("load", "store", "splat", "select", "min", "max")

@@ -93,18 +93,20 @@ class _Prefetcher(StmtMutator):
     def tile_loop(self, s: For, held: set[Buffer], spatial: set[Var]) -> Stmt:
         """A register tile's loop `s` (accumulators `held`, at places indexed by the `spatial`
         variables), its body led by the prefetches of its operands."""
-        lines = self.prefetches(s, held, spatial) + self.strided(s, held)
+        ranges = {loop.loop_var: (0, loop.extent - 1) for loop in (*self.loops, s)}
+        lines = self.prefetches(s, ranges, held, spatial) + self.strided(s, ranges, held)
         out = self.loop(s)
         if not lines:
             return out
         return For(out.loop_var, out.extent, seq(*lines, out.body), out.kind, out.thread,
                    dict(out.annotations))
 
-    def prefetches(self, s: For, held: set[Buffer], spatial: set[Var]) -> list[Prefetch]:
-        """One Prefetch per cache line of each streamed operand the body of `s` reads."""
+    def prefetches(self, s: For, ranges: dict, held: set[Buffer],
+                   spatial: set[Var]) -> list[Prefetch]:
+        """One Prefetch per cache line of each streamed operand the body of `s` reads
+        (`ranges`: of `s` and the loops around it)."""
         if s.kind != "serial" or s.extent < MIN_ITERATIONS:
             return []
-        ranges = {loop.loop_var: (0, loop.extent - 1) for loop in (*self.loops, s)}
         reductions = self.reduction_loops(spatial)
         seen: dict[tuple, list[int]] = {}
         out = []
@@ -129,15 +131,15 @@ class _Prefetcher(StmtMutator):
             out.append(Prefetch(buf, load.indices, form.terms[outer] * size))
         return out
 
-    def strided(self, s: For, held: set[Buffer]) -> list[Prefetch]:
+    def strided(self, s: For, ranges: dict, held: set[Buffer]) -> list[Prefetch]:
         """One Prefetch per cache line of each operand that the tile's loop `s` steps through
         FAR_BYTES or more at a time (a blocked activation's channel blocks), AHEAD iterations
         on: the lines the body reads of it, its own loops included."""
         if s.kind != "serial" or s.extent < MIN_STRIDED_ITERATIONS:
             return []
         inner = {loop.loop_var: loop.extent for loop in collect_stmts(s.body, For)}
-        ranges = {loop.loop_var: (0, loop.extent - 1) for loop in (*self.loops, s)}
-        ranges.update((v, (0, e - 1)) for v, e in inner.items())
+        ranges = {**ranges, **{v: (0, e - 1) for v, e in inner.items()}}
+        at_first = {v: const(0, v.dtype) for v in inner}  # the body's first iteration
         seen: dict[tuple, set[int]] = {}
         out = []
         for load in collect(s.body, (VectorLoad, BufferLoad), distinct=True):
@@ -155,8 +157,7 @@ class _Prefetcher(StmtMutator):
             key = (buf, frozenset((v, c) for v, c in form.terms.items() if v not in inner))
             start = form.const * size
             done = seen.setdefault(key, set())
-            first = tuple(  # the address at the body's first iteration: its loops at 0
-                substitute(i, {v: const(0, v.dtype) for v in inner}) for i in load.indices)
+            first = tuple(substitute(i, at_first) for i in load.indices)
             for line in lines:
                 if (start + line) // LINE_BYTES in done:
                     continue
@@ -183,7 +184,7 @@ def _lines_read(form, inner: dict[Var, int], size: int, width: int) -> list[int]
         step = form.terms.get(v, 0) * size
         if step:
             offsets = {o + step * k for o in offsets for k in range(extent)}
-            if len(offsets) > MAX_LINES * LINE_BYTES:
+            if len(offsets) > MAX_LINES * LINE_BYTES:  # (a line each byte: no need to go on)
                 return None
     lo = min(offsets)
     lines = sorted({(o - lo) // LINE_BYTES for o in offsets}

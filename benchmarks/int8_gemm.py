@@ -60,21 +60,25 @@ def pick_intrin(target: tessel.Target, a: str = "uint8", b: str = "int8",
 
 def schedule_amx(sch: tessel.Schedule, spec: intrin.TensorIntrin, chunk: int = 1024,
                  decompose: bool = False) -> tessel.Schedule:
-    """The integer matmul block "C" of `sch` in 32 x 32 blocks of AMX's memory intrinsic
-    (tessel.intrin.amx), each call over `chunk` of the reduction (the largest multiple of 64
-    up to it that divides K): B packed as for VNNI, a local accumulator per block, the blocks
-    in parallel; zeroed by the first call, or with `decompose` by a block of its own."""
+    """The integer (or bfloat16) matmul block "C" of `sch` in 32 x 32 blocks of AMX's memory
+    intrinsic (tessel.intrin.amx), each call over `chunk` of the reduction (the largest
+    multiple of a tile row's elements, 64 bytes, up to it that divides K): B packed as for
+    VNNI, a local accumulator per block, the blocks in parallel; zeroed by the first call, or
+    with `decompose` by a block of its own."""
+    group = spec.block.iter_vars[-1].extent  # 4 8-bit integers or 2 bfloat16 in 4 bytes
+    step = 16 * group
     c = sch.get_block("C")
     n_k = sch.get(sch.get_loops(c)[2]).extent
-    chunk = largest_divisor(n_k // 64, chunk // 64) * 64
+    chunk = largest_divisor(n_k // step, chunk // step) * step
     pack = sch.cache_read(c, 1, "global")
-    sch.transform_layout(c, 1, "read", "lambda k, j: (j // 16, k // 4, j % 16, k % 4)")
+    sch.transform_layout(c, 1, "read",
+                         f"lambda k, j: (j // 16, k // {group}, j % 16, k % {group})")
     sch.parallel(sch.get_loops(pack)[1])
     c_local = sch.cache_write(c, 0, "local")
     i, j, k = sch.get_loops(c)
     i0, i1 = sch.split(i, [None, 32])
     j0, j1, j2 = sch.split(j, [None, 2, 16])
-    k0, k1, k2 = sch.split(k, [None, chunk // 4, 4])
+    k0, k1, k2 = sch.split(k, [None, chunk // group, group])
     sch.reorder(i0, j0, k0, i1, j1, j2, k1, k2)
     sch.reverse_compute_at(c_local, j0)
     if decompose:
@@ -85,14 +89,17 @@ def schedule_amx(sch: tessel.Schedule, spec: intrin.TensorIntrin, chunk: int = 1
     return sch
 
 
-def amx_probe_source(target: tessel.Target) -> str:
+def amx_probe_source(target: tessel.Target, spec: intrin.TensorIntrin | None = None) -> str:
     """C of `double tessel_probe(int64 iters)`: every thread configures the tiles and runs
-    `iters` rounds of four tdpbusd on four accumulator tiles (the tile unit's peak, as the
-    fp32 peak is measured with FMAs); returns the int ops done."""
+    `iters` rounds of four tdpbusd (tdpbf16ps for a bfloat16 `spec`) on four accumulator
+    tiles (the tile unit's peak, as the fp32 peak is measured with FMAs); returns the ops
+    done."""
+    bf16 = spec is not None and spec.desc.params[0].dtype == "bfloat16"
+    dot, k = ("_tile_dpbf16ps", 32) if bf16 else ("_tile_dpbusd", 64)
     return "\n".join([
         "#include <stdint.h>", "#include <string.h>", "#include <immintrin.h>",
         "#include <omp.h>", "long syscall(long number, ...);",
-        "__attribute__((target(\"amx-tile,amx-int8\")))",
+        f"__attribute__((target(\"amx-tile,{'amx-bf16' if bf16 else 'amx-int8'}\")))",
         "double tessel_probe(int64_t iters) {", "    int threads = 1;",
         "    syscall(158, 0x1023, 18);  /* arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) */",
         f"    #pragma omp parallel num_threads({target.cores})", "    {",
@@ -102,11 +109,11 @@ def amx_probe_source(target: tessel.Target) -> str:
         "        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);",
         "        _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);",
         "        for (int64_t it = 0; it < iters; ++it) {",
-        "            _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);",
-        "            _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);", "        }",
+        f"            {dot}(0, 4, 6); {dot}(1, 4, 7);",
+        f"            {dot}(2, 5, 6); {dot}(3, 5, 7);", "        }",
         "        _tile_release();",
         "        #pragma omp single", "        threads = omp_get_num_threads();", "    }",
-        "    return 2.0 * 4 * 16 * 16 * 64 * (double)iters * threads;", "}"])
+        f"    return 2.0 * 4 * 16 * 16 * {k} * (double)iters * threads;", "}"])
 
 
 def schedule_int8(sch: tessel.Schedule, spec: intrin.TensorIntrin, target: tessel.Target,
@@ -171,9 +178,10 @@ def probe_source(spec: intrin.TensorIntrin, target: tessel.Target) -> str:
 
 
 def probe_peak(spec: intrin.TensorIntrin, target: tessel.Target, rounds: int = 5) -> float:
-    """The host's int8 dot-product peak in GOP/s (one multiply and one add per product): of
-    the tile unit for a memory (AMX) intrinsic, else of the vector intrinsic `spec`."""
-    source = amx_probe_source(target) if spec.memory else probe_source(spec, target)
+    """The host's dot-product peak in GOP/s (one multiply and one add per product) for the
+    operands of `spec`: of the tile unit for a memory (AMX) intrinsic, else of the vector
+    intrinsic `spec`."""
+    source = amx_probe_source(target, spec) if spec.memory else probe_source(spec, target)
     lib = ctypes.CDLL(str(compile_shared(source, target)))
     lib.tessel_probe.restype = ctypes.c_double
     lib.tessel_probe.argtypes = [ctypes.c_int64]

@@ -24,8 +24,9 @@ from tessel.target import Target, host_arch
 from intrin_cases import amx_tensorized, operands
 
 HOST = Target("host")
-AMX = [s for s in intrin.REGISTRY.values() if s.memory and not s.partial_extents]
-TAPS = [s for s in intrin.REGISTRY.values() if s.memory and s.partial_extents]
+INT8 = [s for s in intrin.REGISTRY.values() if s.desc.params[0].dtype in ("uint8", "int8")]
+AMX = [s for s in INT8 if s.memory and not s.partial_extents]  # bfloat16's: test_bfloat16.py
+TAPS = [s for s in INT8 if s.memory and s.partial_extents]
 # AVX-512 with VNNI and AMX: a Sapphire Rapids class CPU, named so on any host
 AMX_TARGET = Target("x86_64-avx512", features=[*Target("x86_64-avx512").features,
                                                "avx512_vnni", "amx_tile", "amx_int8"])

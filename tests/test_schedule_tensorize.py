@@ -21,7 +21,8 @@ from tessel.space.rules.base import AUTO_TENSORIZE
 from tessel.space.rules.tensorize import tile_for_intrin
 from tessel.target import Target, host_arch
 
-from intrin_cases import dims, int8_matmul, operands, tensorized
+from intrin_cases import (accumulator, assert_product, dims, int8_matmul, operands,
+                          tensorized)
 
 HOST = Target("host")
 
@@ -137,8 +138,8 @@ def test_tensorize_in_the_lowered_kernel_is_one_intrinsic_per_step():
              r"extent 4"),
     ("dtype", "A is int8, where the intrinsic's A is uint8"),
     ("float", "computes .* where the intrinsic computes"),
-    ("name", "unknown tensor intrinsic 'vnni'; known: amx_s8s8_16x64_taps, amx_s8s8_32x32, "
-             "amx_u8s8_16x64_taps, amx_u8s8_32x32, dot_"),
+    ("name", "unknown tensor intrinsic 'vnni'; known: amx_bf16_32x32, amx_s8s8_16x64_taps, "
+             "amx_s8s8_32x32, amx_u8s8_16x64_taps, amx_u8s8_32x32, dot_bf16_16x2_avx512, dot_"),
 ])
 def test_tensorize_refusals_name_what_differs(case, match):
     func = {"dtype": ops.matmul(4, 32, 8, dtype="int8", out_dtype="int32"),
@@ -214,9 +215,9 @@ def test_every_x86_intrinsic_matches_numpy(spec, extreme):
     M, N, K = 7, 3 * lanes, (260 if extreme else 9) * group  # odd rows, K past 1000 bytes
     sch = tensorized(spec, M, N, K, mr=7)
     a, b = operands(spec, M, N, K, extreme)
-    c = np.zeros((M, N), np.int32)
+    c = accumulator(spec, M, N)
     tessel.build(sch.func, HOST)(a, b, c)
-    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    assert_product(c, a, b)
 
 
 # ---- the space: MultiLevelTilingWithIntrin, RewriteTensorize, priors -----------------------

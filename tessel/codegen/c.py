@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from tessel import intrin
-from tessel.codegen.c_expr import (UNARY, CodegenError, Names, SourceTooLarge, c_type,
-                                   comment_text, float_literal, helper_source)
+from tessel.codegen.c_expr import (BF16_HELPER, UNARY, CodegenError, Names, SourceTooLarge,
+                                   c_type, comment_text, float_literal, helper_source)
 from tessel.codegen.c_vector import KernelExprs, vector_source, vtype
 from tessel.codegen.lowered import (Allocate, Comment, IntrinCall, LoweredFunc, Prefetch,
                                     Promote, RegisterStore, Scatter, VectorStore, lanes_of)
@@ -118,6 +118,14 @@ class KernelPrinter:
                 value = value.removeprefix("(float)")
             else:
                 value = f"(_Float16){self.expr.operand(s.value, UNARY)}"
+        elif s.buffer.dtype == "bfloat16":  # its bits: copied as they are, else rounded
+            if isinstance(s.value, BufferLoad) and s.value.dtype == "bfloat16":
+                value = self.expr.element(s.value.buffer, s.value.indices)
+            else:
+                self.expr.helpers.add(BF16_HELPER)
+                inner = s.value.value if isinstance(s.value, Cast) and \
+                    s.value.dtype == "bfloat16" else s.value  # rounded by the store itself
+                value = f"tessel_f32_bf16({self.expr(inner)})"
         self.emit(f"{target} = {value};")
 
     def scatter(self, s: Scatter) -> None:

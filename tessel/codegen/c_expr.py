@@ -18,7 +18,8 @@ from tessel.ir import (BinOp, Buffer, BufferLoad, Call, Cast, Expr, FloatImm, In
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int8": "int8_t",
            "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t", "int32": "int32_t",
-           "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t", "bool": "uint8_t"}
+           "uint32": "uint32_t", "int64": "int64_t", "uint64": "uint64_t", "bool": "uint8_t",
+           "bfloat16": "uint16_t"}  # bfloat16: its bits, computed in float (BF16_HELPER)
 _C_KEYWORDS = """auto break case char const continue default do double else enum extern float
 for goto if inline int long register restrict return short signed sizeof static struct switch
 typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
@@ -155,6 +156,9 @@ class ExprPrinter:
 
     def _bufferload(self, e: BufferLoad) -> tuple[str, int]:
         text = self.element(e.buffer, e.indices)
+        if e.dtype == "bfloat16":
+            self.helpers.add(BF16_HELPER)
+            return f"tessel_bf16_f32({text})", PRIMARY
         return (f"(float){text}", UNARY) if e.dtype == "float16" else (text, PRIMARY)
 
     def element(self, buf: Buffer, indices: tuple[Expr, ...]) -> str:
@@ -235,6 +239,12 @@ class ExprPrinter:
         if e.dtype == "bool":
             zero = float_literal(0.0, e.value.dtype) if is_float(e.value.dtype) else "0"
             return f"({self.operand(e.value, EQ)} != {zero})", PRIMARY
+        if e.dtype == "bfloat16":  # a float rounded to bfloat16's precision, still a float
+            self.helpers.add(BF16_HELPER)
+            return f"tessel_bf16_round({self(e.value)})", PRIMARY
+        if e.value.dtype == "bfloat16" and is_float(e.dtype):
+            return self.render(e.value) if e.dtype == "float32" else \
+                (f"(double){self.operand(e.value, UNARY)}", UNARY)
         return f"({c_type(e.dtype)}){self.operand(e.value, UNARY)}", UNARY
 
     def _call(self, e: Call) -> tuple[str, int]:
@@ -290,7 +300,28 @@ def number_first(a: Expr, b: Expr, known: Callable[[Expr], bool]) -> tuple[Expr,
     return (b, a) if known(b) and not known(a) else (a, b)
 
 
+BF16_HELPER = "tessel_bf16"  # one name for the three conversions below
+_BF16_SOURCE = """\
+static inline float tessel_bf16_f32(uint16_t b) {  /* bfloat16 is float's upper half */
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t tessel_f32_bf16(float f) {  /* to nearest, ties to even; NaN quiet */
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float tessel_bf16_round(float f) {
+    return tessel_bf16_f32(tessel_f32_bf16(f));
+}"""
+
+
 def helper_source(name: str) -> str:
+    if name == BF16_HELPER:
+        return _BF16_SOURCE
     bits = name[-3:]
     if name.startswith(("tessel_min_", "tessel_max_")):
         op = name.split("_")[1]

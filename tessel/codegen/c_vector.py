@@ -26,7 +26,8 @@ def _is_number(e: Expr) -> bool:
 
 # element types of vectors: the vectorizer's, and the narrow integers a tensor intrinsic's
 # operands are loaded as (tessel.intrin)
-_ELEMENTS = {**VECTOR_DTYPES, "int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16"}
+_ELEMENTS = {**VECTOR_DTYPES, "int8": "i8", "uint8": "u8", "int16": "i16", "uint16": "u16",
+             "bfloat16": "bf16"}  # its bits: uint16_t
 
 
 def vtype(dtype: str, width: int) -> str:

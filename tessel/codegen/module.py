@@ -18,7 +18,7 @@ import numpy as np
 from tessel.codegen.c import ALIGN_BYTES, ALLOC_FAILED
 from tessel.codegen.compiler import asm_for, compile_shared
 from tessel.errors import TesselError
-from tessel.ir import Buffer, PrimFunc
+from tessel.ir import Buffer, PrimFunc, numpy_dtype
 from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
@@ -93,9 +93,6 @@ class KernelError(TesselError, RuntimeError):
     """A kernel returned a failure status (memory allocation failed)."""
 
 
-def numpy_dtype(dtype: str) -> np.dtype:
-    """The numpy dtype of an IR dtype ("bool" is numpy's bool_)."""
-    return np.dtype(np.bool_ if dtype == "bool" else dtype)
 
 
 class Module:

@@ -1,11 +1,12 @@
-"""x86 AMX integer matrix multiply: a 32 x 32 int32 block of C, four tiles, accumulated over a
-reduction of any multiple of 64 bytes in the tiles (tdpbusd for u8 x s8, tdpbssd for s8 x s8).
+"""x86 AMX matrix multiply: a 32 x 32 int32 block of C, four tiles, accumulated over a
+reduction of any multiple of 64 bytes in the tiles (tdpbusd for u8 x s8, tdpbssd for s8 x s8;
+tdpbf16ps, `amx_bf16_32x32`, a float32 block of bfloat16 operands, in pairs: ki < 2).
 
     C[m, no, ni] += sum over kq, ki of A[m, kq * 4 + ki] * B[no, kq, ni, ki]
         m < 32 rows, no < 2 column tiles of ni < 16 int32 columns, kq < 16 * n_kq, ki < 4
 
-A's rows (`lda` bytes apart), C's rows (`ldc` int32 apart) and B's two column tiles (`ldb`
-bytes apart) may lie anywhere: the program's tiling chooses them (free strides). B is packed
+A's rows (`lda` elements apart), C's rows (`ldc` apart) and B's two column tiles (`ldb`
+elements apart) may lie anywhere: the program's tiling chooses them (free strides). B is packed
 as the instruction reads it, four consecutive k of a column together: B'[j // 16, k // 4,
 j % 16, k % 4] is the layout the VNNI intrinsics' rule packs already.
 
@@ -41,9 +42,12 @@ Overflow: products and their sums are exact in int32; the int32 accumulator wrap
 from __future__ import annotations
 
 from tessel import te
+from tessel.ir import DTYPE_BITS
 from tessel.intrin.base import TensorIntrin, _without_init
 
 _EXACT = "exact: products and sums fit int32, no saturation; the int32 accumulator wraps"
+_BF16_EXACT = ("float32: each product of two bfloat16 exact, the sums rounded (in an order "
+               "the instruction fixes) to nearest even; subnormal inputs and results are 0")
 
 _PERMISSION = """\
 long syscall(long number, ...);  /* unistd.h declares it only beyond POSIX */
@@ -78,29 +82,37 @@ if (zero) {{
 _tile_release();"""
 
 
-_BODY = _body("", ("c", "c + 16", "c + 16 * ldc", "c + 16 * ldc + 16"), """\
+def _matmul_body(group: int) -> str:
+    """The 32 x 32 form's call for operands of `group` elements a 4-byte pair (4 8-bit
+    integers, 2 bfloat16): a tile row is 64 bytes, 16 * group elements, of the reduction;
+    the strides lda and ldb count elements, the tile loads take bytes."""
+    step, tile = 16 * group, 256 * group  # elements of one row of A's tile, of one B tile
+    lda = "lda" if group == 4 else f"lda * {4 // group}"
+    return _body("", ("c", "c + 16", "c + 16 * ldc", "c + 16 * ldc + 16"), f"""\
 const ATYPE* a1 = a + 16 * lda;
-for (int64_t t = 0; t < n_kq; ++t) {
-    _tile_loadd(4, a + 64 * t, lda);
-    _tile_loadd(5, a1 + 64 * t, lda);
-    _tile_loadd(6, b + 1024 * t, 64);
-    _tile_loadd(7, b + ldb + 1024 * t, 64);
+for (int64_t t = 0; t < n_kq; ++t) {{
+    _tile_loadd(4, a + {step} * t, {lda});
+    _tile_loadd(5, a1 + {step} * t, {lda});
+    _tile_loadd(6, b + {tile} * t, 64);
+    _tile_loadd(7, b + ldb + {tile} * t, 64);
     DOT(0, 4, 6);
     DOT(1, 4, 7);
     DOT(2, 5, 6);
     DOT(3, 5, 7);
-}""")
+}}""")
 
 
-def amx_desc(a_dtype: str, name: str):
-    """C[m, no, ni] += int32(A[m, kq * 4 + ki]) * int32(B[no, kq, ni, ki]): a 32 x 32 block
-    of int32 over one 64-byte step of the reduction (kq < 16, ki < 4)."""
-    A = te.placeholder((32, 64), a_dtype, name="A")
-    B = te.placeholder((2, 16, 16, 4), "int8", name="B")
+def amx_desc(a_dtype: str, name: str, b_dtype: str = "int8", acc: str = "int32"):
+    """C[m, no, ni] += acc(A[m, kq * G + ki]) * acc(B[no, kq, ni, ki]): a 32 x 32 block of
+    `acc` over one 64-byte step of the reduction (kq < 16, ki < G: 4 for 8-bit operands into
+    int32, 2 for bfloat16 into float32)."""
+    group = 4 if DTYPE_BITS[a_dtype] == 8 else 2
+    A = te.placeholder((32, 16 * group), a_dtype, name="A")
+    B = te.placeholder((2, 16, 16, group), b_dtype, name="B")
     kq = te.reduce_axis(16, name="kq")
-    ki = te.reduce_axis(4, name="ki")
+    ki = te.reduce_axis(group, name="ki")
     C = te.compute((32, 2, 16), lambda m, no, ni: te.sum(
-        te.cast("int32", A[m, kq * 4 + ki]) * te.cast("int32", B[no, kq, ni, ki]),
+        te.cast(acc, A[m, kq * group + ki]) * te.cast(acc, B[no, kq, ni, ki]),
         axis=[kq, ki]), name="C")
     return _without_init(te.create_func([A, B, C], name=name))
 
@@ -157,11 +169,16 @@ def _amx_taps(name: str, a_dtype: str, dot: str) -> TensorIntrin:
 
 
 def _amx(name: str, a_dtype: str, dot: str) -> TensorIntrin:
-    atype = "uint8_t" if a_dtype == "uint8" else "int8_t"
-    body = _BODY.replace("ATYPE", atype).replace("DOT", dot)
-    return TensorIntrin(name, amx_desc(a_dtype, name), "x86_64",
-                        frozenset({"amx_tile", "amx_int8"}), body, "amx-tile,amx-int8",
-                        ("immintrin.h",), _EXACT,
+    if a_dtype == "bfloat16":
+        desc, group = amx_desc(a_dtype, name, "bfloat16", "float32"), 2
+        features, target, exact = {"amx_tile", "amx_bf16"}, "amx-tile,amx-bf16", _BF16_EXACT
+    else:
+        desc, group = amx_desc(a_dtype, name), 4
+        features, target, exact = {"amx_tile", "amx_int8"}, "amx-tile,amx-int8", _EXACT
+    atype = {"uint8": "uint8_t", "int8": "int8_t", "bfloat16": "uint16_t"}[a_dtype]
+    body = _matmul_body(group).replace("ATYPE", atype).replace("DOT", dot)
+    return TensorIntrin(name, desc, "x86_64", frozenset(features), body, target,
+                        ("immintrin.h",), exact,
                         memory=True, free_strides=(("A", 0), ("B", 0), ("C", 0)),
                         free_extents=("kq",), prelude=_PERMISSION)
 
@@ -169,6 +186,7 @@ def _amx(name: str, a_dtype: str, dot: str) -> TensorIntrin:
 INTRINSICS = (
     _amx("amx_u8s8_32x32", "uint8", "_tile_dpbusd"),
     _amx("amx_s8s8_32x32", "int8", "_tile_dpbssd"),
+    _amx("amx_bf16_32x32", "bfloat16", "_tile_dpbf16ps"),
     _amx_taps("amx_u8s8_16x64_taps", "uint8", "_tile_dpbusd"),
     _amx_taps("amx_s8s8_16x64_taps", "int8", "_tile_dpbssd"),
 )

@@ -106,13 +106,15 @@ class TensorIntrin:
         return ", ".join(ptrs + ints)
 
 
-def dot_desc(lanes: int, group: int, a_dtype: str, b_dtype: str, name: str) -> ir.PrimFunc:
-    """C[j] += int32(A[k]) * int32(B[j, k]) for j < lanes, k < group: `lanes` dot products of
-    one group of `group` a-elements with `lanes` groups of b-elements, summed into int32."""
+def dot_desc(lanes: int, group: int, a_dtype: str, b_dtype: str, name: str,
+             acc: str = "int32") -> ir.PrimFunc:
+    """C[j] += acc(A[k]) * acc(B[j, k]) for j < lanes, k < group: `lanes` dot products of one
+    group of `group` a-elements with `lanes` groups of b-elements, summed into `acc` (int32
+    for 8-bit operands, float32 for bfloat16)."""
     A = te.placeholder((group,), a_dtype, name="A")
     B = te.placeholder((lanes, group), b_dtype, name="B")
     k = te.reduce_axis(group, name="k")
-    C = te.compute((lanes,), lambda j: te.sum(te.cast("int32", A[k]) * te.cast("int32", B[j, k]),
+    C = te.compute((lanes,), lambda j: te.sum(te.cast(acc, A[k]) * te.cast(acc, B[j, k]),
                                               axis=k), name="C")
     func = te.create_func([A, B, C], name=name)
     return _without_init(func)

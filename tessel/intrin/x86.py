@@ -1,14 +1,17 @@
-"""x86 integer dot-product intrinsics: VNNI (vpdpbusd for u8 x s8, vpdpwssd on operands widened
-to 16 bits for s8 x s8) at 512 and 256 bits, and the exact AVX2 / AVX-512BW path for CPUs
-without VNNI (operands widened to 16 bits, vpmaddwd).
+"""x86 dot-product intrinsics: VNNI (vpdpbusd for u8 x s8, vpdpwssd on operands widened to 16
+bits for s8 x s8) at 512 and 256 bits, the exact AVX2 / AVX-512BW path for CPUs without VNNI
+(operands widened to 16 bits, vpmaddwd), and AVX-512 BF16's vdpbf16ps (pairs of bfloat16
+into float32).
 
-Each computes C[j] += A[k] * B[j, k] in int32 for `lanes` outputs j and a group of k: one A
-group (4 or 2 bytes) broadcast to every lane, B's groups packed lane after lane.
+Each computes C[j] += A[k] * B[j, k] in int32 (float32 for bfloat16) for `lanes` outputs j and
+a group of k: one A group (4 or 2 elements) broadcast to every lane, B's groups packed lane
+after lane.
 
 Overflow: every product and every group's sum is exact in int32 (|255 * -128| * 4 < 2^31).
 vpmaddubsw, the AVX2 idiom that sums two u8 x s8 products in a *saturating* int16, is not
 used: 255 * -128 * 2 does not fit. The int32 accumulator itself wraps on overflow, as numpy's
-int32 sums do.
+int32 sums do. vdpbf16ps rounds as float32 arithmetic does, but treats subnormal inputs
+and results as zero whatever MXCSR says.
 """
 from __future__ import annotations
 
@@ -59,6 +62,21 @@ def _dpwssd(lanes: int, name: str, features: set[str], target: str, fn: str) -> 
                         frozenset(features), body, target, ("immintrin.h",), _EXACT)
 
 
+_BF16_EXACT = ("float32: each product of two bfloat16 exact, added to the accumulator one at "
+               "a time, each sum rounded to nearest even; subnormal inputs and results are 0")
+
+
+def _dpbf16(lanes: int, name: str, features: set[str], target: str) -> TensorIntrin:
+    """bfloat16 pairs (AVX-512 BF16's vdpbf16ps): each float32 lane adds the two products of
+    its pair of B with A's pair, broadcast."""
+    bits = lanes * 32
+    body = (f"{_A4}return (__typeof__(acc))_mm{bits}_dpbf16_ps((__m{bits})acc, "
+            f"(__m{bits}bh)_mm{bits}_set1_epi32(a4), (__m{bits}bh)b);")
+    return TensorIntrin(name, dot_desc(lanes, 2, "bfloat16", "bfloat16", name, "float32"),
+                        "x86_64", frozenset(features), body, target, ("immintrin.h",),
+                        _BF16_EXACT)
+
+
 INTRINSICS = (
     _vnni(16, "dot_u8s8_16x4_vnni", {"avx512f", "avx512_vnni"}, "avx512f,avx512vnni",
           "_mm512_dpbusd_epi32"),
@@ -72,6 +90,9 @@ INTRINSICS = (
     _madd(16, "int8", "dot_s8s8_16x2_avx512"),
     _madd(8, "uint8", "dot_u8s8_8x2_avx2"),
     _madd(8, "int8", "dot_s8s8_8x2_avx2"),
+    _dpbf16(16, "dot_bf16_16x2_avx512", {"avx512f", "avx512_bf16"}, "avx512f,avx512bf16"),
+    _dpbf16(8, "dot_bf16_8x2_avx512", {"avx512vl", "avx512_bf16"},
+            "avx512f,avx512vl,avx512bf16"),
 )
 
 __all__ = ["INTRINSICS"]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 DTYPE_BITS = {
     "bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32,
-    "int64": 64, "uint64": 64, "float16": 16, "float32": 32, "float64": 64,
+    "int64": 64, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64,
 }
 INDEX_DTYPE = "int32"
 
@@ -34,7 +34,16 @@ def check(cond: bool, msg: str) -> None:
 
 
 def is_float(dtype: str) -> bool:
-    return dtype.startswith("float")
+    return dtype.startswith("float") or dtype == "bfloat16"
+
+
+def numpy_dtype(dtype: str):
+    """The numpy dtype of an IR dtype ("bool" is numpy's bool_; "bfloat16" is ml_dtypes')."""
+    import numpy as np
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(np.bool_ if dtype == "bool" else dtype)
 
 
 def is_int(dtype: str) -> bool:
@@ -200,7 +209,7 @@ def const(value: int | float | bool, dtype: str | None = None) -> Expr:
 def _round_to(value: float, dtype: str) -> float:
     """The nearest value representable in `dtype` (so float32 0.1 is stored as such)."""
     import numpy as np
-    return float(np.asarray(value, dtype=dtype)) if dtype != "float64" else value
+    return float(np.asarray(value, dtype=numpy_dtype(dtype))) if dtype != "float64" else value
 
 
 def convert(value: ExprLike, like: str | None = None) -> Expr:

@@ -9,15 +9,13 @@ here, before any code is written.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from tessel import intrin
 from tessel.codegen.lowered import (Allocate, CodegenError, Comment, IntrinCall, LoweredFunc,
                                     VectorIntrin, VectorLoad, VectorStore, check)
 from tessel.codegen.passes.fold import substitute_folding
-from tessel.ir import (REDUCE, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Expr, For,
-                       IfThenElse, IntImm, PrimFunc, Stmt, StmtMutator, Var, collect_stmts,
-                       const, is_true, seq, uses_var)
+from tessel.ir import (DTYPE_BITS, REDUCE, Block, BlockRealize, Buffer, BufferLoad,
+                       BufferStore, Expr, FloatImm, For, IfThenElse, IntImm, PrimFunc, Stmt,
+                       StmtMutator, Var, collect_stmts, const, is_true, seq, uses_var)
 
 STACK_LIMIT_BYTES = 64 * 1024  # buffers up to this size live on the stack
 
@@ -43,7 +41,7 @@ def buffer_bytes(buf: Buffer) -> int:
 
 def element_bytes(buf: Buffer) -> int:
     """The bytes of one element of `buf` (a bool is one)."""
-    return np.dtype(np.bool_ if buf.dtype == "bool" else buf.dtype).itemsize
+    return DTYPE_BITS[buf.dtype] // 8
 
 
 class _Lowering(StmtMutator):
@@ -137,7 +135,8 @@ class _Lowering(StmtMutator):
         zero: Expr = const(0)
         if block.init is not None:
             stores = collect_stmts(block.init, BufferStore)
-            check(all(st.buffer is acc and isinstance(st.value, IntImm) and st.value.value == 0
+            check(all(st.buffer is acc and isinstance(st.value, (IntImm, FloatImm)) and
+                      st.value.value == 0
                       for st in stores),
                   f"block {block.name} is tensorized with {spec.name}, whose init may only "
                   f"set its accumulator {acc.name} to 0")

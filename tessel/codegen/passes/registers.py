@@ -21,6 +21,7 @@ from tessel.ir import (Buffer, BufferLoad, BufferStore, Expr, For, IfThenElse, S
                        StmtMutator, Var, children, collect, collect_stmts, const, transform)
 
 MAX_PROMOTED_VARS = 64  # a promoted buffer becomes at most this many variables
+_HALF = ("float16", "bfloat16")  # computed in float: their buffers keep their own storage
 Access = tuple["Lin | None", int]  # (element offset, lanes); None: not an affine offset
 
 
@@ -128,7 +129,7 @@ class _Promoter(StmtMutator):
     def allocate(self, s: Allocate) -> Stmt:
         buf = s.buffer
         slots = None
-        if s.storage == "stack" and buf.scope == "local" and buf.dtype != "float16" and \
+        if s.storage == "stack" and buf.scope == "local" and buf.dtype not in _HALF and \
                 buf.size <= 16 * MAX_PROMOTED_VARS and buf not in _pointed(s.body):
             slots = plan_slots(buf, self.accesses(buf, s.body))
         if slots is None:
@@ -167,7 +168,7 @@ class _Promoter(StmtMutator):
         out = []
         pointed = _pointed(s)
         for buf in self.stack:
-            if buf in self.promoted or buf.dtype == "float16" or buf in pointed:
+            if buf in self.promoted or buf.dtype in _HALF or buf in pointed:
                 continue
             accesses = self.accesses(buf, s)
             if not accesses:

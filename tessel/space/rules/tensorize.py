@@ -2,7 +2,8 @@
 (MetaSchedule's MultiLevelTilingWithIntrin, for the CPU's dot-product instructions).
 
 For a reduction block that a registered intrinsic of the target can compute (an int8 matmul,
-dense or convolution: C[.., j] += A[.., k] * B[.., j, k] in int32), the rule
+dense or convolution: C[.., j] += A[.., k] * B[.., j, k] in int32; a bfloat16 one into
+float32), the rule
 
 1. packs the read that plays the intrinsic's B (indexed by the spatial iter var j that fills
    its lanes and the reduction var k of its group) so that each instruction's operand is
@@ -45,10 +46,12 @@ class MultiLevelTilingWithIntrin:
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         node = sch.get(block)
         if not self.intrinsics or not is_reduction(node) or node.init is None \
-                or simple_loops(sch, block) is None or not _integer_update(node):
+                or simple_loops(sch, block) is None:
             return [sch]
         for name in self.intrinsics:
             spec = intrin.get(name)
+            if not _dtypes_fit(node, spec):
+                continue
             for j, k in _candidates(node, spec):
                 trial = sch.copy()
                 try:
@@ -94,10 +97,16 @@ def _output_dim(block: Block, j: ir.Var) -> int:
     return next(d for d, index in enumerate(store.indices) if index is j)
 
 
-def _integer_update(block: Block) -> bool:
-    """An update into an integer accumulator (the only kind the intrinsics compute)."""
-    store = block.body
-    return isinstance(store, ir.BufferStore) and ir.is_int(store.buffer.dtype)
+def _dtypes_fit(block: Block, spec: intrin.TensorIntrin) -> bool:
+    """Whether the block updates an accumulator of the intrinsic's dtype from operands of its
+    inputs' dtypes (an int8 matmul into int32, bfloat16 into float32; a float32 matmul takes
+    no intrinsic)."""
+    store, acc = block.body, spec.block.body.buffer
+    if not isinstance(store, ir.BufferStore) or store.buffer.dtype != acc.dtype:
+        return False
+    inputs = {p.dtype for p in spec.desc.params if p is not acc}
+    reads = {r.buffer.dtype for r in block.reads if r.buffer is not store.buffer}
+    return bool(reads) and reads <= inputs
 
 
 def _candidates(block: Block, spec: intrin.TensorIntrin) -> list[tuple[ir.Var, ir.Var]]:

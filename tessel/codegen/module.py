@@ -93,8 +93,6 @@ class KernelError(TesselError, RuntimeError):
     """A kernel returned a failure status (memory allocation failed)."""
 
 
-
-
 class Module:
     """A compiled PrimFunc: `mod(*arrays)` runs it, `mod.time(*arrays)` measures it."""
 

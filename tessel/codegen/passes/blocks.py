@@ -135,9 +135,8 @@ class _Lowering(StmtMutator):
         zero: Expr = const(0)
         if block.init is not None:
             stores = collect_stmts(block.init, BufferStore)
-            check(all(st.buffer is acc and isinstance(st.value, (IntImm, FloatImm)) and
-                      st.value.value == 0
-                      for st in stores),
+            check(all(st.buffer is acc and isinstance(st.value, (IntImm, FloatImm))
+                      and st.value.value == 0 for st in stores),
                   f"block {block.name} is tensorized with {spec.name}, whose init may only "
                   f"set its accumulator {acc.name} to 0")
             first = self.first_step(block)

@@ -24,8 +24,8 @@ import numpy as np
 
 import tessel
 from tessel import intrin, ops
-from tessel.space import default_postprocs, make_space, postprocess
-from tessel.space.priors import prior_schedules
+from tessel.graph.compiler.compile import fallback_program
+from tessel.space import default_postprocs, make_space
 
 from common import best_secs, gflops, settle
 from gmm_schedule import schedule_gmm
@@ -33,10 +33,11 @@ from int8_gemm import pick_intrin, probe_peak, schedule_amx
 
 
 def untuned(func: tessel.PrimFunc, target: tessel.Target) -> tessel.Module:
-    """The auto space's likeliest prior, postprocessed and built: what a model compiled with
-    no tuning runs."""
-    sch = prior_schedules(make_space("auto", target), func, 1)[0]
-    return tessel.build(postprocess(sch, default_postprocs(target), strict=True).func, target)
+    """What a model compiled with no tuning runs (the graph compiler's fallback program: the
+    auto space's first expert prior that passes the postprocessors), built."""
+    space = make_space("auto", target)
+    program, _ = fallback_program(func, space, default_postprocs(target), target)
+    return tessel.build(program, target)
 
 
 def check(c: np.ndarray, a: np.ndarray, b: np.ndarray, label: str, rounded: bool = False

@@ -9,9 +9,18 @@ import numpy as np
 
 from tessel import ops
 from tessel.schedule import Schedule
+from tessel.target import Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from int8_gemm import schedule_amx  # noqa: E402
+
+
+HOST = Target("host")
+
+
+def runs_here(spec):
+    """Whether this host can run the intrinsic."""
+    return spec.arch == HOST.arch and not spec.missing(HOST)
 
 
 def dims(spec):

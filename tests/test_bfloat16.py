@@ -14,17 +14,13 @@ from tessel.space import default_postprocs, make_space, postprocess
 from tessel.space.rules.base import AUTO_TENSORIZE
 from tessel.target import Target
 
-from intrin_cases import accumulator, amx_tensorized, assert_product, operands
+from intrin_cases import accumulator, amx_tensorized, assert_product, operands, runs_here
 
 HOST = Target("host")
 BF16 = ml_dtypes.bfloat16
 AVX512 = Target("x86_64-avx512")
 AVX512_BF16 = Target("x86_64-avx512", features=[*AVX512.features, "avx512_bf16"])
 AMX_BF16 = Target("x86_64-avx512", features=[*AVX512_BF16.features, "amx_tile", "amx_bf16"])
-
-
-def runs_here(spec):
-    return spec.arch == HOST.arch and not spec.missing(HOST)
 
 
 def _bits(values) -> np.ndarray:

@@ -21,7 +21,7 @@ from tessel.space.rules.base import AUTO_TENSORIZE
 from tessel.space.rules.tensorize import tile_for_memory_intrin
 from tessel.target import Target, host_arch
 
-from intrin_cases import amx_tensorized, operands
+from intrin_cases import amx_tensorized, operands, runs_here
 
 HOST = Target("host")
 INT8 = [s for s in intrin.REGISTRY.values() if s.desc.params[0].dtype in ("uint8", "int8")]
@@ -30,10 +30,6 @@ TAPS = [s for s in INT8 if s.memory and s.partial_extents]
 # AVX-512 with VNNI and AMX: a Sapphire Rapids class CPU, named so on any host
 AMX_TARGET = Target("x86_64-avx512", features=[*Target("x86_64-avx512").features,
                                                "avx512_vnni", "amx_tile", "amx_int8"])
-
-
-def runs_here(spec):
-    return spec.arch == HOST.arch and not spec.missing(HOST)
 
 
 def test_the_amx_intrinsics_are_memory_intrinsics_with_free_strides():

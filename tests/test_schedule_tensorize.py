@@ -22,13 +22,9 @@ from tessel.space.rules.tensorize import tile_for_intrin
 from tessel.target import Target, host_arch
 
 from intrin_cases import (accumulator, assert_product, dims, int8_matmul, operands,
-                          tensorized)
+                          runs_here, tensorized)
 
 HOST = Target("host")
-
-
-def runs_here(spec):
-    return spec.arch == HOST.arch and not spec.missing(HOST)
 
 
 # ---- blockize ------------------------------------------------------------------------------

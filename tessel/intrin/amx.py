@@ -43,11 +43,9 @@ from __future__ import annotations
 
 from tessel import te
 from tessel.ir import DTYPE_BITS
-from tessel.intrin.base import TensorIntrin, _without_init
+from tessel.intrin.base import BF16_EXACT, TensorIntrin, _without_init
 
 _EXACT = "exact: products and sums fit int32, no saturation; the int32 accumulator wraps"
-_BF16_EXACT = ("float32: each product of two bfloat16 exact, the sums rounded (in an order "
-               "the instruction fixes) to nearest even; subnormal inputs and results are 0")
 
 _PERMISSION = """\
 long syscall(long number, ...);  /* unistd.h declares it only beyond POSIX */
@@ -82,6 +80,12 @@ if (zero) {{
 _tile_release();"""
 
 
+def _group(dtype: str) -> int:
+    """The elements of an operand in 4 bytes, the instructions' pair: 4 8-bit integers, 2
+    bfloat16."""
+    return 32 // DTYPE_BITS[dtype]
+
+
 def _matmul_body(group: int) -> str:
     """The 32 x 32 form's call for operands of `group` elements a 4-byte pair (4 8-bit
     integers, 2 bfloat16): a tile row is 64 bytes, 16 * group elements, of the reduction;
@@ -106,7 +110,7 @@ def amx_desc(a_dtype: str, name: str, b_dtype: str = "int8", acc: str = "int32")
     """C[m, no, ni] += acc(A[m, kq * G + ki]) * acc(B[no, kq, ni, ki]): a 32 x 32 block of
     `acc` over one 64-byte step of the reduction (kq < 16, ki < G: 4 for 8-bit operands into
     int32, 2 for bfloat16 into float32)."""
-    group = 4 if DTYPE_BITS[a_dtype] == 8 else 2
+    group = _group(a_dtype)
     A = te.placeholder((32, 16 * group), a_dtype, name="A")
     B = te.placeholder((2, 16, 16, group), b_dtype, name="B")
     kq = te.reduce_axis(16, name="kq")
@@ -170,13 +174,13 @@ def _amx_taps(name: str, a_dtype: str, dot: str) -> TensorIntrin:
 
 def _amx(name: str, a_dtype: str, dot: str) -> TensorIntrin:
     if a_dtype == "bfloat16":
-        desc, group = amx_desc(a_dtype, name, "bfloat16", "float32"), 2
-        features, target, exact = {"amx_tile", "amx_bf16"}, "amx-tile,amx-bf16", _BF16_EXACT
+        desc = amx_desc(a_dtype, name, "bfloat16", "float32")
+        features, target, exact = {"amx_tile", "amx_bf16"}, "amx-tile,amx-bf16", BF16_EXACT
     else:
-        desc, group = amx_desc(a_dtype, name), 4
+        desc = amx_desc(a_dtype, name)
         features, target, exact = {"amx_tile", "amx_int8"}, "amx-tile,amx-int8", _EXACT
     atype = {"uint8": "uint8_t", "int8": "int8_t", "bfloat16": "uint16_t"}[a_dtype]
-    body = _matmul_body(group).replace("ATYPE", atype).replace("DOT", dot)
+    body = _matmul_body(_group(a_dtype)).replace("ATYPE", atype).replace("DOT", dot)
     return TensorIntrin(name, desc, "x86_64", frozenset(features), body, target,
                         ("immintrin.h",), exact,
                         memory=True, free_strides=(("A", 0), ("B", 0), ("C", 0)),

@@ -9,6 +9,10 @@ from tessel import ir, te
 from tessel.errors import TesselError
 
 
+BF16_EXACT = ("float32: each product of two bfloat16 exact, the sums rounded to nearest even "
+              "in the order the instruction fixes; subnormal inputs and results are 0")
+
+
 class IntrinError(TesselError, ValueError):
     """An unknown intrinsic, or one a target cannot run."""
 
@@ -129,4 +133,4 @@ def _without_init(func: ir.PrimFunc) -> ir.PrimFunc:
     return func.with_body(ir.transform(func.body, drop))
 
 
-__all__ = ["TensorIntrin", "IntrinError", "dot_desc"]
+__all__ = ["TensorIntrin", "IntrinError", "dot_desc", "BF16_EXACT"]

@@ -15,7 +15,7 @@ and results as zero whatever MXCSR says.
 """
 from __future__ import annotations
 
-from tessel.intrin.base import TensorIntrin, dot_desc
+from tessel.intrin.base import BF16_EXACT, TensorIntrin, dot_desc
 
 _EXACT = ("exact: products and group sums fit int32, no int16 saturation; the int32 "
           "accumulator wraps on overflow")
@@ -62,10 +62,6 @@ def _dpwssd(lanes: int, name: str, features: set[str], target: str, fn: str) -> 
                         frozenset(features), body, target, ("immintrin.h",), _EXACT)
 
 
-_BF16_EXACT = ("float32: each product of two bfloat16 exact, added to the accumulator one at "
-               "a time, each sum rounded to nearest even; subnormal inputs and results are 0")
-
-
 def _dpbf16(lanes: int, name: str, features: set[str], target: str) -> TensorIntrin:
     """bfloat16 pairs (AVX-512 BF16's vdpbf16ps): each float32 lane adds the two products of
     its pair of B with A's pair, broadcast."""
@@ -74,7 +70,7 @@ def _dpbf16(lanes: int, name: str, features: set[str], target: str) -> TensorInt
             f"(__m{bits}bh)_mm{bits}_set1_epi32(a4), (__m{bits}bh)b);")
     return TensorIntrin(name, dot_desc(lanes, 2, "bfloat16", "bfloat16", name, "float32"),
                         "x86_64", frozenset(features), body, target, ("immintrin.h",),
-                        _BF16_EXACT)
+                        BF16_EXACT)
 
 
 INTRINSICS = (

@@ -1,5 +1,6 @@
 """Exporters' spellings recognized before fusion (tessel.graph.spellings): GELU's tanh form
-written out, and a linear layer flattened to rows around its product (GPT-2's Conv1D)."""
+written out, a linear layer flattened to rows around its product (GPT-2's Conv1D), and
+attention's scale split over q and k^T (torch's ONNX export of scaled_dot_product_attention)."""
 from __future__ import annotations
 
 import math
@@ -121,3 +122,56 @@ def test_silu_written_as_x_times_its_sigmoid_fuses_and_a_gate_on_another_value_s
     feeds = [RNG.standard_normal(g.types[v].shape).astype(np.float32) * 4 for v in g.inputs]
     np.testing.assert_allclose(compile_model(g)(*feeds)[0], run_graph(g, feeds)[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def _attention_scores(scale_q: bool, scale_k: bool, seq: int = 13, op: str = "mul") -> Graph:
+    """softmax(q' k'^T) over 3 heads of 8, where q' = q * sqrt(s) and k'^T = k^T * sqrt(s) as
+    torch exports scaled_dot_product_attention (each scaling optional; with op "div", q' =
+    q / (1 / sqrt(s)))."""
+    g = Graph("scores")
+    q = g.add_node("transpose", [g.add_input("q", (1, seq, 3, 8))], perm=(0, 2, 1, 3))
+    kt = g.add_node("transpose", [g.add_input("k", (1, seq, 3, 8))], perm=(0, 2, 3, 1))
+    root = math.sqrt(1 / math.sqrt(8))
+    if scale_q:
+        q = g.add_node(op, [q, _scalar(g, "sq", root if op == "mul" else 1 / root)])
+    kt = g.add_node("mul", [kt, _scalar(g, "sk", root)]) if scale_k else kt
+    g.set_outputs([g.add_node("softmax", [g.add_node("matmul", [q, kt])], axis=-1)])
+    return g
+
+
+@pytest.mark.parametrize("scale_q, scale_k, op", [(True, True, "mul"), (True, False, "mul"),
+                                                  (False, True, "mul"), (True, True, "div")])
+def test_attention_scale_split_over_q_and_k_is_applied_once_to_the_scores(scale_q, scale_k, op):
+    g = _attention_scores(scale_q, scale_k, op=op)
+    simple = simplify(g)
+    assert simple.op_counts() == {"transpose": 2, "matmul": 1, "mul": 1, "softmax": 1}
+    product = next(n for n in simple.nodes if n.op == "matmul")
+    assert all(simple.producer()[v].op == "transpose" for v in product.inputs)
+    scale = next(n for n in simple.nodes if n.op == "mul")
+    assert scale.inputs[0] == product.output
+    want = (1 / math.sqrt(8)) ** ((scale_q + scale_k) / 2)
+    assert float(simple.constants[scale.inputs[1]]) == pytest.approx(want, rel=1e-6)
+    # the scaling is the product's epilogue: no kernel multiplies q or k^T any more
+    assert any(grp.name.endswith("matmul_mul") for grp in fuse(simple))
+    feeds = [RNG.standard_normal(g.types[v].shape).astype(np.float32) * 3 for v in g.inputs]
+    np.testing.assert_allclose(compile_model(g)(*feeds)[0], run_graph(g, feeds)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_scaled_operand_read_elsewhere_or_scaled_per_element_keeps_its_multiply():
+    g = _attention_scores(True, False)
+    scaled = next(n.output for n in g.nodes if n.op == "mul")
+    g.set_outputs([*g.outputs, scaled])  # q' is an output too: its multiply stays
+    assert simplify(g).op_counts()["mul"] == 1
+    assert next(n for n in simplify(g).nodes if n.op == "matmul").inputs[0] == scaled
+    h = Graph("per_element")
+    x = h.add_input("x", (4, 5))
+    w = h.add_node("mul", [h.add_input("y", (5, 6)), _const(h, "c", 5, 1)])
+    h.set_outputs([h.add_node("matmul", [x, w])])
+    assert simplify(h).op_counts() == {"mul": 1, "matmul": 1}
+    assert simplify(h).nodes[-1].op == "matmul"
+    d = Graph("reciprocal")  # 2 / x is no scaling of x
+    x = d.add_input("x", (4, 5))
+    d.set_outputs([d.add_node("matmul", [d.add_node("div", [_scalar(d, "two", 2.0), x]),
+                                         _const(d, "w", 5, 6)])])
+    assert simplify(d).nodes[-1].op == "matmul"

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from tessel.graph.fold import fold_batch_norm, fold_constants
 from tessel.graph.ir import Graph
-from tessel.graph.spellings import recognize_activations, unflatten_products
+from tessel.graph.spellings import (recognize_activations, scale_after_products,
+                                    unflatten_products)
 
 
 def simplify(graph: Graph) -> Graph:
     """Fold constants, fold batch norms, fold again, recognize exporters' spelled-out GELU
-    and SiLU, and give products flattened to rows their own leading axes back."""
+    and SiLU, give products flattened to rows their own leading axes back, and scale
+    attention's scores after their product."""
     graph = fold_constants(fold_batch_norm(fold_constants(graph)))
-    return unflatten_products(recognize_activations(graph))
+    return scale_after_products(unflatten_products(recognize_activations(graph)))
 
 
 __all__ = ["simplify"]

@@ -8,11 +8,18 @@ kernels of their own, a 112 x 112 x 96 one 0.25 ms after its 0.27 ms convolution
 reshapes around a flattened product separate it from its bias, residual and activation
 (GPT-2's Conv1D: `addmm(b, x.view(-1, K), w).view(..., N)`: 24 residual adds and 12 GELUs of
 GPT-2 small ran as kernels of their own).
+Attention's scale is spelled in one more way: torch's ONNX export of scaled_dot_product_attention
+multiplies q and k^T each by sqrt(scale) before their product. Inside the product's kernel a
+scaled operand is a multiply at every load of it (ViT-B/16's q k^T: a multiply beside each
+FMA); the product of the unscaled operands, scaled once, is the same up to rounding and its
+scaling an epilogue of the product's kernel.
 Each pass returns a new Graph (tessel.graph.fold.rebuild) and keeps value names.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from tessel.graph.fold import rebuild
 from tessel.graph.ir import Graph, Node, unique_name
@@ -77,6 +84,44 @@ def unflatten_products(graph: Graph) -> Graph:
                             output=node.output, **dict(dense.attrs))
 
     return rebuild(graph, rewrite)
+
+
+def scale_after_products(graph: Graph) -> Graph:
+    """matmul(x * a, y * b), a and b one-element constants (either product may be absent, a
+    division x / a counts as x * (1 / a)), each scaled operand read by the product alone,
+    becomes matmul(x, y) * (a * b)."""
+    producer, users = graph.producer(), graph.consumers()
+
+    def unscaled(value: str) -> tuple[float, str]:
+        node = producer.get(value)
+        if node is None or node.op not in ("mul", "div") or len(users[value]) != 1 or \
+                value in graph.outputs:
+            return 1.0, value
+        c, other = scalar_operand(graph, node)
+        if node.op == "div" and (other != node.inputs[0] or c == 0.0):
+            return 1.0, value  # (a constant divided by x, or a division by zero)
+        if c is None or graph.types[other] != graph.types[value]:  # (no broadcast by it)
+            return 1.0, value
+        return (1.0 / c if node.op == "div" else c), other
+
+    def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
+        if node.op != "matmul" or graph.types[node.output].dtype not in _FLOATS:
+            return None
+        (a, x), (b, y) = unscaled(node.inputs[0]), unscaled(node.inputs[1])
+        if (x, y) == tuple(node.inputs):
+            return None
+        taken = lambda v: v in graph.types or v in new.types  # noqa: E731
+        product = new.add_node("matmul", [x, y], name=node.name, **dict(node.attrs),
+                               output=unique_name(f"{node.output}_unscaled", taken))
+        dtype = graph.types[node.output].dtype
+        scale = new.add_constant(unique_name(f"{node.output}_scale", taken),
+                                 np.asarray(a * b, dtype=dtype))
+        return new.add_node("mul", [product, scale], output=node.output)
+
+    return rebuild(graph, rewrite)
+
+
+_FLOATS = ("float32", "float64")
 
 
 def scalar_operand(graph: Graph, node: Node) -> tuple[float | None, str]:
@@ -168,4 +213,5 @@ def _is_cube(graph: Graph, producer: dict[str, Node], value: str, x: str) -> boo
     return square is not None and square.op == "mul" and list(square.inputs) == [x, x]
 
 
-__all__ = ["recognize_activations", "unflatten_products", "scalar_operand"]
+__all__ = ["recognize_activations", "scale_after_products", "unflatten_products",
+           "scalar_operand"]

@@ -110,12 +110,13 @@ def scale_after_products(graph: Graph) -> Graph:
         (a, x), (b, y) = unscaled(node.inputs[0]), unscaled(node.inputs[1])
         if (x, y) == tuple(node.inputs):
             return None
-        taken = lambda v: v in graph.types or v in new.types  # noqa: E731
+        def fresh(base: str) -> str:
+            return unique_name(base, lambda v: v in graph.types or v in new.types)
+
         product = new.add_node("matmul", [x, y], name=node.name, **dict(node.attrs),
-                               output=unique_name(f"{node.output}_unscaled", taken))
-        dtype = graph.types[node.output].dtype
-        scale = new.add_constant(unique_name(f"{node.output}_scale", taken),
-                                 np.asarray(a * b, dtype=dtype))
+                               output=fresh(f"{node.output}_unscaled"))
+        scale = new.add_constant(fresh(f"{node.output}_scale"),
+                                 np.asarray(a * b, dtype=graph.types[node.output].dtype))
         return new.add_node("mul", [product, scale], output=node.output)
 
     return rebuild(graph, rewrite)

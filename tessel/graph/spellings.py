@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from tessel import ir
 from tessel.graph.fold import rebuild
 from tessel.graph.ir import Graph, Node, unique_name
 
@@ -105,24 +106,23 @@ def scale_after_products(graph: Graph) -> Graph:
         return (1.0 / c if node.op == "div" else c), other
 
     def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
-        if node.op != "matmul" or graph.types[node.output].dtype not in _FLOATS:
+        dtype = graph.types[node.output].dtype
+        if node.op != "matmul" or not ir.is_float(dtype):
             return None
         (a, x), (b, y) = unscaled(node.inputs[0]), unscaled(node.inputs[1])
         if (x, y) == tuple(node.inputs):
             return None
+
         def fresh(base: str) -> str:
             return unique_name(base, lambda v: v in graph.types or v in new.types)
 
         product = new.add_node("matmul", [x, y], name=node.name, **dict(node.attrs),
                                output=fresh(f"{node.output}_unscaled"))
         scale = new.add_constant(fresh(f"{node.output}_scale"),
-                                 np.asarray(a * b, dtype=graph.types[node.output].dtype))
+                                 np.asarray(a * b, dtype=ir.numpy_dtype(dtype)))
         return new.add_node("mul", [product, scale], output=node.output)
 
     return rebuild(graph, rewrite)
-
-
-_FLOATS = ("float32", "float64")
 
 
 def scalar_operand(graph: Graph, node: Node) -> tuple[float | None, str]:

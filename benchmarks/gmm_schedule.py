@@ -7,14 +7,16 @@ plus a packed copy of B:
                                        (packed column panels, made in a parallel pre-stage)
     C_local  = cache_write(C, "local")  (the register tile, written back per (i0, j0) tile)
     i -> i0 i1 i2(mr)   j -> j0 j1 j2(nr)   k -> k0 k1
-    order i0 j0 k0 i1 j1 k1 i2 j2;  C_local written back at j0;  init split off the k loop;
+    order i0 j0 k0 j1 i1 k1 i2 j2;  C_local written back at j0;  init split off the k loop;
     i2 unrolled, j2 vectorized, fuse(i0, j0) parallel
 
 with the register tile sized for the target: nr two vectors, mr rows within its accumulator
 registers, the most that divide M (a partial tile costs more than a smaller whole one):
 AVX2 6 x 16 in twelve ymm registers at M = 96, AVX-512 8 x 32 in 16 zmm registers at M =
 1024 (12 x 32 there ran at 0.89x numpy, 8 x 32 at 1.06x; 2026-11-23, Zen 4). The k1 loop is
-two vector loads, mr broadcasts and 2 * mr FMAs. Packing B matters: the same
+two vector loads, mr broadcasts and 2 * mr FMAs; j1 runs outside i1, so that the kt x nr
+panel of B that a column of register tiles reads stays in L1 while the rows pass (the auto
+space's order: tessel.space.rules.tiling). Packing B matters: the same
 schedule without it reached 0.64x numpy, with it 0.85-0.88x (2026-11-22). The auto space's
 multi-level tiling therefore offers packing of a parameter read by the tiled block along the
 vectorized innermost tile (cache_read + transform_layout, TVM's "layout rewrite"), and this
@@ -55,7 +57,7 @@ def schedule_gmm(sch: tessel.Schedule, target: tessel.Target | None = None,
     i0, i1_, i2 = sch.split(i, [None, i1, mr])
     j0, j1_, j2 = sch.split(j, [None, j1, nr])
     k0, k1 = sch.split(k, [None, kt])
-    sch.reorder(i0, j0, k0, i1_, j1_, k1, i2, j2)
+    sch.reorder(i0, j0, k0, j1_, i1_, k1, i2, j2)
     sch.reverse_compute_at(c_local, j0)
     init = sch.decompose_reduction(c, k0)
     sch.unroll(i2)

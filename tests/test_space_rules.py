@@ -66,9 +66,13 @@ def test_multi_level_tiling_makes_ssrsrs_and_write_cache_designs():
     sch = designs[0]
     loops = sch.get_loops(sch.get_block("C"))
     names = [sch.get(l).loop_var.name for l in loops]
-    assert names == ["i_0", "j_0", "i_1", "j_1", "k_0", "i_2", "j_2", "k_1", "i_3", "j_3"]
+    # the vector axis's tiles first between the reductions: a column's panel of B stays
+    assert names == ["i_0", "j_0", "i_1", "j_1", "k_0", "j_2", "i_2", "k_1", "i_3", "j_3"]
     scopes = [{b.scope for b in d.func.body.block.alloc_buffers} for d in designs[1:]]
     assert scopes == [{"local"}, {"local"}]
+    sch = RuleSpace([MultiLevelTiling(vector_outer=False)]).generate(func)[0]
+    names = [sch.get(loop).loop_var.name for loop in sch.get_loops(sch.get_block("C"))]
+    assert names[5:7] == ["i_2", "j_2"]
 
 
 def test_add_rfactor_forks_softmax_and_layer_norm():

@@ -172,7 +172,9 @@ class MultiLevelTiling:
             infos.sort(key=lambda info: info.var is vector_var)
         spatial = [info for info in infos if info.kind != REDUCE]
         vector = spatial[-1].var if spatial else None
-        between = self._between_reductions()
+        # (a block reducing wholly inside, an AMX call over all of k, reuses no panel there)
+        between = self._between_reductions() if any(
+            info.kind == REDUCE and info.extent > 1 for info in infos) else None
         for info in infos:
             if info.extent == 1:
                 continue

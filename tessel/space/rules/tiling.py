@@ -11,8 +11,10 @@ k1 x 32 panel of the packed operand that a column of register tiles reads (32 KB
 with AVX-512) stays in L1 while the row tiles pass over it, and L2 serves again the rows'
 smaller panels (10 x 256 floats, read by broadcasts). Rows first re-read every column panel
 for each row tile: BERT's 128 x 768 -> 3072 dense ran 6% slower so, ViT's 197 x 768 -> 3072
-3% (a 2-core Xeon, AVX-512). (BLIS orders its loops the other way, keeping the broadcast
-operand's panel in L1; its streamed panel is the one read by whole vectors.)
+3% (a 2-core Xeon, AVX-512). A block with no reduction loop of its own (an AMX call reduces
+all of k inside it) keeps the rows first: it re-reads no panel across k steps. (BLIS orders
+its loops the other way, keeping the broadcast operand's panel in L1; its streamed panel is
+the one read by whole vectors.)
 
 Write-cache options fork the design: accumulate in place, or in a "local" buffer
 (cache_write) whose copy-out block runs at the end of S level 1 or 2 (reverse_compute_at),
@@ -172,7 +174,6 @@ class MultiLevelTiling:
             infos.sort(key=lambda info: info.var is vector_var)
         spatial = [info for info in infos if info.kind != REDUCE]
         vector = spatial[-1].var if spatial else None
-        # (a block reducing wholly inside, an AMX call over all of k, reuses no panel there)
         between = self._between_reductions() if any(
             info.kind == REDUCE and info.extent > 1 for info in infos) else None
         for info in infos:

@@ -162,9 +162,8 @@ class MultiLevelTiling:
     def _between_reductions(self) -> int | None:
         """With vector_outer, the index of the S level just before the last R level of the
         structure (SSRSRS: 3, the register tiles' repeats), if any; else None."""
-        last_r = self.structure.rfind("R")
-        at = self.structure.rfind("S", 0, max(last_r, 0))
-        return at if self.vector_outer and last_r > 0 and at >= 0 else None
+        at = self.structure.rfind("S", 0, max(self.structure.rfind("R"), 0))
+        return at if self.vector_outer and at >= 0 else None
 
     def _split(self, sch: Schedule, block: BlockRV,
                vector_var: ir.Var | None = None) -> list[list[LoopRV]]:

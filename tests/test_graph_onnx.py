@@ -133,6 +133,50 @@ def test_matmul(a, b, const_b, ops):
     assert g.op_counts() == ops
 
 
+@pytest.mark.parametrize("equation, shapes, const, ops", [
+    ("bhid,bhjd->bhij", [(2, 3, 5, 7), (2, 3, 6, 7)], False, {"matmul": 1, "transpose": 1}),
+    ("ij,jk", [(5, 7), (7, 3)], True, {"dense": 1}),
+    ("...ij,...jk->...ik", [(2, 5, 7), (2, 7, 3)], False, {"matmul": 1}),
+    ("bij->bji", [(2, 5, 7)], False, {"transpose": 1}),
+    ("ijk->i", [(3, 5, 7)], False, {"reduce_sum": 1}),
+    ("i,j->ij", [(5,), (7,)], False, {"matmul": 1, "reshape": 2}),
+    ("bnd,bmd,dk->bnk", [(2, 3, 5), (2, 4, 5), (5, 6)], False, None),
+    ("b i d , b j d -> b i j", [(3, 5, 7), (3, 6, 7)], False, None),
+])
+def test_einsum(equation, shapes, const, ops):
+    """Einsum against onnxruntime: batched (attention's), implicit result, ellipsis, a
+    constant right operand (a dense layer), one operand, an outer product, three operands."""
+    names = [f"x{k}" for k in range(len(shapes))]
+    inits = {names[-1]: rand(*shapes[-1], seed=1)} if const else {}
+    inputs = {n: s for n, s in zip(names, shapes) if n not in inits}
+    g = check_ort(model([node("Einsum", names, equation=equation)], inputs, ["y"], inits))
+    if ops is not None:
+        assert g.op_counts() == ops
+
+
+@pytest.mark.parametrize("equation, match", [
+    ("ii->i", "a letter repeated in one operand"), ("ij,jk->ik", "names 2 operands"),
+    ("ijk->i", "term 'ijk' for an operand of shape"), ("ij->ix", "a letter no operand has")])
+def test_einsum_errors(equation, match):
+    with pytest.raises(GraphError, match=match):
+        from_onnx(model([node("Einsum", ["x"], equation=equation)], {"x": (5, 5)}, ["y"]))
+
+
+@pytest.mark.parametrize("attrs", [{}, dict(exclusive=1), dict(reverse=1),
+                                   dict(exclusive=1, reverse=1)])
+def test_cumsum(attrs):
+    g = check_ort(model([node("CumSum", ["x", "axis"], **attrs)], {"x": (3, 11, 5)}, ["y"],
+                        {"axis": np.array(-2, np.int64)}))
+    assert g.op_counts() == {"cumsum": 1}
+
+
+@pytest.mark.parametrize("upper, k", [(1, 0), (0, 0), (1, 2), (0, -1)])
+def test_trilu(upper, k):
+    g = check_ort(model([node("Trilu", ["x", "k"], upper=upper)], {"x": (2, 5, 7)}, ["y"],
+                        {"k": np.array(k, np.int64)}))
+    assert g.op_counts() == {"where": 1}
+
+
 # ---- elementwise ----
 
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
@@ -362,6 +406,27 @@ def test_constant_folding_of_int_and_float_ops():
     g = check_ort(m)
     assert g.op_counts() == {"add": 1}
     np.testing.assert_array_equal(g.constants["w"], 1.5 * np.tile(np.arange(8), (6, 1)))
+
+
+def test_window_padding_arithmetic_folds():
+    """Pads computed from the input's shape through Mod, Sub and Clip (Swin's window padding,
+    timm's "same" padding) fold to constants, so Pad sees them."""
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    nodes = [
+        node("Shape", ["x"], ["s"]),
+        node("Slice", ["s", "st", "en"], ["hw"]),                  # (7, 9)
+        node("Mod", ["hw", "win"], ["rem"]),                       # (3, 1)
+        node("Sub", ["win", "rem"], ["gap"]),                      # (1, 3)
+        node("Mod", ["gap", "win"], ["pad"]),                      # (1, 3)
+        node("Clip", ["pad", "lo", "hi"], ["padc"]),               # (1, 2)
+        node("Concat", ["zeros", "padc"], ["pads"], axis=0),
+        node("Pad", ["x", "pads"], ["y"]),
+    ]
+    inits = {"st": i64(2), "en": i64(4), "win": i64(4), "lo": np.int64(0), "hi": np.int64(2),
+             "zeros": i64(0, 0, 0, 0, 0, 0)}
+    g = check_ort(model(nodes, X, ["y"], inits))
+    assert g.op_counts() == {"pad": 1}
+    assert g.type_of("y").shape == (2, 5, 8, 11)
 
 
 def test_expand_of_computed_tensor():

@@ -381,8 +381,18 @@ def test_scaled_dot_product_attention_with_masks():
 def test_unsupported_op_is_named_with_its_node():
     with pytest.raises(UnsupportedOpError, match=r"aten\.sort\.default \(FX node sort\)"):
         from_torch(Fn(lambda x: torch.sort(x, 1)[0]), (randn(3, 4),))
-    with pytest.raises(GraphError, match=r"aten\.cumsum\.default \(FX node cumsum\)"):
-        from_torch(Fn(lambda x: x.cumsum(0) + 1), (randn(3, 4),))
+    with pytest.raises(GraphError, match=r"aten\.cummax\.default \(FX node cummax\)"):
+        from_torch(Fn(lambda x: x.cummax(0)[0] + 1), (randn(3, 4),))
+
+
+def test_cumsum_tril_triu_of_computed_tensors():
+    """RoBERTa's position ids (a cumulative sum of the int64 mask), a float cumsum, and
+    triangles of a computed tensor."""
+    def fn(x, mask):
+        positions = torch.cumsum(mask, dim=1).type_as(mask) * mask + 1
+        return positions, torch.tril(x, -1) + torch.triu(x * 2, 2), x.cumsum(-2)
+    g = check_matches(Fn(fn), randn(2, 7, 9), (randn(2, 9, seed=1) > 0).long())
+    assert g.op_counts()["cumsum"] == 2 and g.op_counts()["where"] == 2
 
 
 def test_data_dependent_op_is_named_with_its_node():

@@ -29,6 +29,14 @@ class Const:
 Value = Union[str, Const]  # str: a value of the graph being built
 
 
+def triangle_mask(shape: Sequence[int], upper: bool, k: int) -> np.ndarray:
+    """The elements ONNX Trilu and torch.triu/tril keep over the last two axes of `shape`:
+    column - row >= k (upper) or <= k (lower)."""
+    rows, cols = shape[-2:]
+    diff = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    return diff >= k if upper else diff <= k
+
+
 class GraphBuilder:
     """The graph being built and the foreign node being translated: its `label` (the label of
     every node added for it), `op_type` (for messages) and `out_name` (its first output)."""
@@ -142,6 +150,17 @@ class GraphBuilder:
             "slice", [v], starts=tuple(r.start for r in ranges),
             ends=tuple(r.stop for r in ranges), steps=tuple(r.step for r in ranges))
 
+    def triangle(self, v: Any, upper: bool, k: int) -> Any:
+        """`v` with the elements outside its upper (or lower) triangle over the last two axes,
+        k diagonals off the main one, set to 0: a where over a mask made at import."""
+        shape = self.shape(v)
+        self.check(len(shape) >= 2, f"input of rank {len(shape)}: a triangle needs 2 axes")
+        mask = triangle_mask(shape, upper, k)
+        if mask.all():
+            return v
+        zero = self.new_const(np.zeros((), self.dtype(v)), "zero")
+        return self.out("where", [self.new_const(mask, "mask"), v, zero])
+
     def split(self, v: Any, axis: int, sizes: Sequence[int]) -> list[Any]:
         """`v` cut along `axis` into consecutive parts of `sizes` (they must add up)."""
         shape = self.shape(v)
@@ -156,4 +175,4 @@ class GraphBuilder:
         return parts
 
 
-__all__ = ["Const", "Value", "GraphBuilder"]
+__all__ = ["Const", "Value", "GraphBuilder", "triangle_mask"]

@@ -1,5 +1,6 @@
 """ONNX converters of integer and boolean data: comparisons, boolean logic, Where, Cast and
-CastLike, Gather, GatherElements, Expand, Mod, IsNaN, IsInf (`LOGIC`, merged into `onnx_import.CONVERTERS`)."""
+CastLike, Gather, GatherElements, Expand, Mod, IsNaN, IsInf, Trilu (`LOGIC`, merged into
+`onnx_import.CONVERTERS`)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -49,6 +50,11 @@ def _expand(ctx: Importer, ins: list, attrs: dict) -> Value:
     return ins[0] if target == shape else ctx.out("expand", ins[:1], shape=target)
 
 
+def _trilu(ctx: Importer, ins: list, attrs: dict) -> Value:
+    k = ctx.const(ins, 1, "k")
+    return ctx.triangle(ins[0], bool(attrs.get("upper", 1)), 0 if k is None else int(k))
+
+
 def _node(op: str) -> Converter:
     def convert(ctx: Importer, ins: list, attrs: dict) -> Value:
         return ctx.out(op, ins)
@@ -63,7 +69,7 @@ LOGIC: dict[str, Converter] = {
         ("Where", "where"), ("IsNaN", "isnan"))},
     "IsInf": lambda ctx, ins, attrs: ctx.out("isinf", ins, **{
         k: int(attrs.get(k, 1)) for k in ("detect_positive", "detect_negative")}),
-    "Cast": _cast, "CastLike": _cast_like, "Expand": _expand,
+    "Cast": _cast, "CastLike": _cast_like, "Expand": _expand, "Trilu": _trilu,
     "Mod": lambda ctx, ins, attrs: ctx.out("mod", ins, fmod=int(attrs.get("fmod", 0))),
     "Gather": lambda ctx, ins, attrs: ctx.out("gather", ins, axis=int(attrs.get("axis", 0))),
     "GatherElements": lambda ctx, ins, attrs: ctx.out("gather_elements", ins,

@@ -79,6 +79,13 @@ def _reduce(op: str) -> Converter:
     return convert
 
 
+def _cumsum(ctx: Importer, ins: list, attrs: dict) -> Value:
+    axis = ctx.const(ins, 1, "axis")
+    ctx.check(axis is not None and np.asarray(axis).size == 1, "needs a single axis")
+    return ctx.out("cumsum", ins[:1], axis=int(np.asarray(axis).reshape(())),
+                   exclusive=int(attrs.get("exclusive", 0)), reverse=int(attrs.get("reverse", 0)))
+
+
 # ONNX operators that are one canonical unary operator with default attributes
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp",
          "Log": "log", "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs", "HardSwish": "hardswish",
@@ -103,5 +110,6 @@ MATH: dict[str, Converter] = {
     "ThresholdedRelu": _unary("thresholded_relu", alpha=1.0),
     "HardSigmoid": _unary("hard_sigmoid", alpha=0.2, beta=0.5),
     "PRelu": lambda ctx, ins, attrs: ctx.out("prelu", ins[:2]),
-    "Clip": _clip, "Reciprocal": lambda ctx, ins, attrs: ctx.out("div", [ctx.scalar(1.0), ins[0]]),
+    "Clip": _clip, "CumSum": _cumsum,
+    "Reciprocal": lambda ctx, ins, attrs: ctx.out("div", [ctx.scalar(1.0), ins[0]]),
 }

@@ -15,7 +15,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from onnx import helper, numpy_helper
 
+from tessel.graph.frontend.context import triangle_mask
 from tessel.graph.ir import GraphError, check
+from tessel.graph.opdefs.logic import mod_np
+from tessel.graph.opdefs.reduce import cumsum_np
 
 Array = np.ndarray
 FoldFn = Callable[[list[Any], dict[str, Any]], Array]
@@ -145,9 +148,74 @@ def _expand(ins: list[Any], attrs: dict[str, Any]) -> Array:
     return np.broadcast_to(ins[0], shape).copy()
 
 
+def _clip(ins: list[Any], attrs: dict[str, Any]) -> Array:
+    """Clip's bounds as attributes (before opset 11) or optional inputs; absent: unbounded."""
+    lo = attrs.get("min", ins[1] if len(ins) > 1 else None)
+    hi = attrs.get("max", ins[2] if len(ins) > 2 else None)
+    x = np.asarray(ins[0])
+    if lo is not None:
+        x = np.maximum(x, np.asarray(lo, x.dtype))
+    return x if hi is None else np.minimum(x, np.asarray(hi, x.dtype))
+
+
+def _trilu(ins: list[Any], attrs: dict[str, Any]) -> Array:
+    k = int(np.asarray(ins[1]).reshape(())) if len(ins) > 1 and ins[1] is not None else 0
+    x = np.asarray(ins[0])
+    return np.where(triangle_mask(x.shape, bool(attrs.get("upper", 1)), k), x, np.zeros_like(x))
+
+
+def _arg(fn: Callable[..., Array]) -> FoldFn:
+    """ArgMax, ArgMin (int64): the first extreme, or the last with select_last_index."""
+    def fold(ins: list[Any], attrs: dict[str, Any]) -> Array:
+        x, axis = np.asarray(ins[0]), int(attrs.get("axis", 0))
+        if attrs.get("select_last_index", 0):
+            n = x.shape[axis]
+            out = n - 1 - fn(np.flip(x, axis), axis=axis)
+        else:
+            out = fn(x, axis=axis)
+        out = np.asarray(out, np.int64)
+        return np.expand_dims(out, axis) if attrs.get("keepdims", 1) else out
+    return fold
+
+
+_SCATTER = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum,
+            "min": np.minimum}
+
+
+def _scatter_nd(ins: list[Any], attrs: dict[str, Any]) -> Array:
+    """ScatterND: data with the slices `indices` name replaced by (or, with a reduction,
+    combined with) `updates`, in order (a mask built by slice assignment in an export)."""
+    data, indices, updates = (np.asarray(v) for v in ins)
+    combine = _SCATTER[attrs.get("reduction", "none")]
+    out, depth = data.copy(), indices.shape[-1]
+    rows = indices.reshape(-1, depth)
+    for where, value in zip(rows, updates.reshape(len(rows), *data.shape[depth:])):
+        at = tuple(int(i) for i in where)
+        out[at] = value if combine is None else combine(out[at], value)
+    return out
+
+
+def _scatter_elements(ins: list[Any], attrs: dict[str, Any]) -> Array:
+    """ScatterElements: out[.., indices[i], ..] = updates[i] along `axis` (or combined)."""
+    data, indices, updates = (np.asarray(v) for v in ins)
+    axis = int(attrs.get("axis", 0)) % data.ndim
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    combine = _SCATTER[attrs.get("reduction", "none")]
+    out = data.copy()
+    if combine is None:
+        np.put_along_axis(out, indices, updates, axis)
+        return out
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = indices
+    combine.at(out, tuple(grid), updates)
+    return out
+
+
 def _reduce(fn: Callable[..., Array]) -> FoldFn:
     def fold(ins: list[Any], attrs: dict[str, Any]) -> Array:
         axes = axes_of(attrs, ins, 1)
+        if not axes and attrs.get("noop_with_empty_axes", 0):
+            return np.asarray(ins[0])
         keep = bool(attrs.get("keepdims", 1))
         return np.asarray(fn(ins[0], axis=None if not axes else tuple(axes), keepdims=keep))
     return fold
@@ -235,6 +303,30 @@ FOLD: dict[str, FoldFn] = {
     "ReduceProd": _reduce(np.prod),
     "ReduceSum": _reduce(np.sum),
     "MatMul": lambda ins, attrs: np.matmul(*ins),
+    "Mod": lambda ins, attrs: mod_np(np.asarray(ins[0]), np.asarray(ins[1]),
+                                     int(attrs.get("fmod", 0))),
+    "Clip": _clip,
+    "Sign": _elementwise(np.sign),
+    "Round": _elementwise(np.round),  # (half to even, as ONNX's)
+    "Sigmoid": _elementwise(lambda x: 1.0 / (1.0 + np.exp(-x))),
+    "Sin": _elementwise(np.sin),
+    "Cos": _elementwise(np.cos),
+    "LessOrEqual": lambda ins, attrs: np.less_equal(*ins),
+    "GreaterOrEqual": lambda ins, attrs: np.greater_equal(*ins),
+    "Xor": lambda ins, attrs: np.logical_xor(*ins),
+    "IsNaN": lambda ins, attrs: np.isnan(ins[0]),
+    "ReduceMax": _reduce(np.max),
+    "ReduceMin": _reduce(np.min),
+    "ReduceMean": _reduce(np.mean),
+    "ArgMax": _arg(np.argmax),
+    "ArgMin": _arg(np.argmin),
+    "CumSum": lambda ins, attrs: cumsum_np(np.asarray(ins[0]), int(np.asarray(ins[1])),
+                                           bool(attrs.get("exclusive", 0)),
+                                           bool(attrs.get("reverse", 0))),
+    "Trilu": _trilu,
+    "ScatterND": _scatter_nd,
+    "ScatterElements": _scatter_elements,
+    "Einsum": lambda ins, attrs: np.einsum(attrs["equation"], *ins),
 }
 
 

@@ -1,6 +1,6 @@
 """ATen converters of integer and boolean data (`ATEN`, merged into `torch_import.ATEN`):
 comparisons, boolean logic, where and masked_fill, casts, expand, embedding, index_select,
-indexing by one integer tensor and gather,
+indexing by one integer tensor and gather, cumsum, tril and triu,
 and torch's type promotion for the arithmetic of `torch_convert_math` (`promote`).
 
 torch promotes mixed operands (an int64 tensor times a float, a bool mask plus an int): the
@@ -204,6 +204,19 @@ def _any(negate: bool) -> Converter:
     return convert
 
 
+def _cumsum(c: Context, a: dict) -> Any:
+    """torch.cumsum: in `dtype` if given, else integers and bools summed as int64 (torch's
+    promotion), floats as they are."""
+    x = a["self"]
+    dtype = torch_dtype(c, a["dtype"]) if a.get("dtype") is not None else (
+        "int64" if c.dtype(x) in (*INTS, "bool") else c.dtype(x))
+    return c.out("cumsum", [cast(c, x, dtype)], axis=int(a["dim"]))
+
+
+def _triangle(upper: bool) -> Converter:
+    return lambda c, a: c.triangle(a["self"], upper, int(a.get("diagonal", 0)))
+
+
 def _gather_elements(c: Context, a: dict) -> Any:
     x = a["self"]
     return c.out("gather_elements", [x, a["index"]], axis=int(a["dim"]) % len(c.shape(x)))
@@ -237,6 +250,9 @@ ATEN: dict[str, Converter] = {
     **each("isnan.default", lambda c, a: c.out("isnan", [a["self"]])),
     **each("isinf.default", lambda c, a: c.out("isinf", [a["self"]])),
     **each("gather.default", _gather_elements),
+    **each("cumsum.default", _cumsum),
+    **each("tril.default", _triangle(False)),
+    **each("triu.default", _triangle(True)),
     **each("select.int", _select),
     **each("any.dim any.dims any.default", _any(False)),
     **each("all.dim all.dims all.default", _any(True)),

@@ -257,7 +257,7 @@ def _by_infinity(a: ir.Expr, b: ir.Expr, then: ir.Expr, otherwise: ir.Expr) -> i
     return te.if_then_else((te.abs(b) == inf) & (te.abs(a) < inf), then, otherwise)
 
 
-def _mod_np(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
+def mod_np(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
     if fmod:
         return np.fmod(a, b) if a.dtype.kind == "f" else np.where(
             b == 0, 0, np.fmod(a, np.where(b == 0, 1, b)))
@@ -288,7 +288,7 @@ define("trunc_div", "elemwise", _broadcast, _integer_pair("trunc_div"),
        inputs=(2, 2), scalars=True, dtype=numbers, examples=_INT_PAIRS, domains={1: "nonzero"},
        torch=lambda t, a, b: t.div(a, b, rounding_mode="trunc"))
 define("mod", "elemwise", _broadcast, _integer_pair("mod"),
-       lambda args, a, out: _mod_np(exact(args[0]), exact(args[1]), a["fmod"]),
+       lambda args, a, out: mod_np(exact(args[0]), exact(args[1]), a["fmod"]),
        attrs=dict(fmod=0), layout="broadcast", inputs=(2, 2), scalars=True, dtype=numbers,
        examples=[*_INT_PAIRS, Example((X3, X3), dict(fmod=1), dtypes=("int64", "int64")),
                  Example((X3, X3), dict(fmod=1), dtypes=("float32", "float32"))],

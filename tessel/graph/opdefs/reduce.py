@@ -222,6 +222,65 @@ for _op in REDUCTIONS:
     _define_reduction(_op)
 
 
+# ---- cumsum ----
+
+def cumsum_np(x: np.ndarray, axis: int, exclusive: bool, reverse: bool) -> np.ndarray:
+    """ONNX CumSum (in x's dtype): the running sum along `axis`, from the end with `reverse`,
+    each element's own term left out with `exclusive`."""
+    x = np.flip(x, axis) if reverse else x
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if exclusive:
+        out = np.concatenate([np.zeros_like(np.take(out, [0], axis)),
+                              np.take(out, range(x.shape[axis] - 1), axis)], axis)
+    return np.flip(out, axis) if reverse else out
+
+
+
+def _cumsum_infer(inputs, attrs, label):
+    x = inputs[0].shape
+    attrs["axis"] = axis_of(label, "cumsum", attrs["axis"], len(x))
+    return x
+
+
+def _cumsum_lower(args: list[Arg], a: Attrs, name: str, out: TensorType) -> te.Tensor:
+    """out[.., i, ..] = the sum over k of x[.., k, ..] where k <= i (k < i exclusive; k >= i,
+    k > i reverse): a reduction over the whole axis with the running bound as a predicate, n^2
+    terms a row. Exact on integers (wrapping as C's); on floats each output sums its own terms,
+    so no rounding error accumulates along the axis. Meant for the axes exports take it over
+    (token positions from an attention mask); a long axis costs quadratically."""
+    x, axis = args[0], a["axis"]
+    k = te.reduce_axis(x.shape[axis], name="k")
+    zero = ir.const(0, x.dtype)
+
+    def body(*idx: ir.Expr) -> ir.Expr:
+        i = idx[axis]
+        src = tuple(k if d == axis else v for d, v in enumerate(idx))
+        if a["reverse"]:
+            take = k > i if a["exclusive"] else k >= i
+        else:
+            take = k < i if a["exclusive"] else k <= i
+        return te.sum(te.if_then_else(take, x[src], zero), axis=[k])
+
+    return te.compute(x.shape, body, name=name)
+
+
+def _cumsum_torch(t, x, *, axis, exclusive, reverse):
+    y = x.flip(axis) if reverse else x
+    out = y.cumsum(axis, dtype=x.dtype)
+    out = out - y if exclusive else out
+    return out.flip(axis) if reverse else out
+
+
+define("cumsum", "reduce", _cumsum_infer, _cumsum_lower,
+       lambda args, a, out: cumsum_np(exact(args[0]), a["axis"], a["exclusive"], a["reverse"]),
+       attrs=dict(axis=REQUIRED, exclusive=0, reverse=0), layout="barrier", torch=_cumsum_torch,
+       dtype=numbers,
+       examples=[Example((X3,), dict(axis=1)), Example((X3,), dict(axis=-1, exclusive=1)),
+                 Example(((2, 3, 5, 7),), dict(axis=0, reverse=1)),
+                 Example(((4, 11),), dict(axis=1, exclusive=1, reverse=1), ("int64",)),
+                 Example(((1, 13),), dict(axis=1), ("int32",))])
+
+
 # ---- softmax, log_softmax ----
 
 

@@ -385,6 +385,17 @@ def test_unsupported_op_is_named_with_its_node():
         from_torch(Fn(lambda x: x.cummax(0)[0] + 1), (randn(3, 4),))
 
 
+def test_unbind_and_roll_of_computed_tensors():
+    """timm's `q, k, v = qkv.unbind(0)` and chunks; Swin's shifted windows (roll along two axes, a
+    negative shift, a shift longer than the axis) and a roll of the flattened tensor."""
+    def fn(x):
+        q, k, v = (x * 2).unbind(0)
+        a, b = (x + 3).chunk(2, -1)  # parts of 4 and 3
+        return q + k * v, a[..., :3] * b, torch.roll(x + 1, (-2, 9), (2, 3)), torch.roll(x - 1, 4)
+    g = check_matches(Fn(fn), randn(3, 2, 5, 7))
+    assert g.op_counts()["concat"] == 3
+
+
 def test_cumsum_tril_triu_of_computed_tensors():
     """RoBERTa's position ids (a cumulative sum of the int64 mask), a float cumsum, and
     triangles of a computed tensor."""
@@ -393,6 +404,17 @@ def test_cumsum_tril_triu_of_computed_tensors():
         return positions, torch.tril(x, -1) + torch.triu(x * 2, 2), x.cumsum(-2)
     g = check_matches(Fn(fn), randn(2, 7, 9), (randn(2, 9, seed=1) > 0).long())
     assert g.op_counts()["cumsum"] == 2 and g.op_counts()["where"] == 2
+
+
+def test_tensors_filled_whatever_the_input_holds_are_constants():
+    """torchvision Swin's attention mask: new_zeros of a computed tensor, filled by slice
+    assignment; zeros_like, full_like."""
+    def fn(x):
+        mask = x.new_zeros((5, 7))
+        mask[1:3, 2:] = 2.0
+        return x * mask + torch.full_like(x, 3.0) - torch.ones_like(x).cumsum(1)
+    g = check_matches(Fn(fn), randn(2, 5, 7))
+    assert "cumsum" not in g.op_counts()
 
 
 def test_data_dependent_op_is_named_with_its_node():

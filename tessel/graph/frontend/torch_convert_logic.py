@@ -1,6 +1,7 @@
 """ATen converters of integer and boolean data (`ATEN`, merged into `torch_import.ATEN`):
 comparisons, boolean logic, where and masked_fill, casts, expand, embedding, index_select,
-indexing by one integer tensor and gather, cumsum, tril and triu,
+indexing by one integer tensor and gather, cumsum, tril and triu, the tensors filled
+alike whatever the input holds (zeros_like, new_full, ...),
 and torch's type promotion for the arithmetic of `torch_convert_math` (`promote`).
 
 torch promotes mixed operands (an int64 tensor times a float, a bool mask plus an int): the
@@ -113,6 +114,18 @@ def _to(c: Context, a: dict) -> Any:
     dropout in eval mode and clones have the identity converter of torch_convert_math)."""
     x = a.get("self", a.get("input"))
     return cast(c, x, torch_dtype(c, c.out_dtype())) if x is not None else x
+
+
+def _filled(value: float | None) -> Converter:
+    """zeros_like, ones_like, full_like, new_zeros, new_ones, new_full, new_empty: a tensor
+    whose values do not depend on the input's, a constant (the shape and dtype torch
+    recorded; `value` None: the fill_value argument)."""
+    def convert(c: Context, a: dict) -> Any:
+        fill = a["fill_value"] if value is None else value
+        dtype = torch_dtype(c, c.out_dtype())
+        return c.new_const(np.full(c.out_shape(), fill, np.bool_ if dtype == "bool" else dtype),
+                           "filled")
+    return convert
 
 
 # ---- expand, gather ----
@@ -251,6 +264,10 @@ ATEN: dict[str, Converter] = {
     **each("isinf.default", lambda c, a: c.out("isinf", [a["self"]])),
     **each("gather.default", _gather_elements),
     **each("cumsum.default", _cumsum),
+    **each("zeros_like.default new_zeros.default new_empty.default empty_like.default",
+           _filled(0.0)),
+    **each("ones_like.default new_ones.default", _filled(1.0)),
+    **each("full_like.default new_full.default", _filled(None)),
     **each("tril.default", _triangle(False)),
     **each("triu.default", _triangle(True)),
     **each("select.int", _select),

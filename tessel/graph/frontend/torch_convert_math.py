@@ -212,15 +212,45 @@ def _slice(c: Context, a: dict) -> Any:
 
 
 def _split(c: Context, a: dict) -> list[Any]:
-    """split.Tensor (parts of split_size, the last smaller) and split_with_sizes."""
+    """split.Tensor (parts of split_size, the last smaller), split_with_sizes, and chunk (as
+    split, parts of ceil(n / chunks))."""
     shape = c.shape(a["self"])
-    axis = int(a["dim"]) % len(shape)
+    axis = int(a.get("dim", 0)) % len(shape)
     if "split_sizes" in a:
         sizes = [int(n) for n in a["split_sizes"]]
     else:
-        step = int(a["split_size"])
+        step = int(a["split_size"]) if "chunks" not in a else -(-shape[axis] // int(a["chunks"]))
         sizes = [min(step, shape[axis] - k) for k in range(0, shape[axis], step)]
     return c.split(a["self"], axis, sizes)
+
+
+def _unbind(c: Context, a: dict) -> list[Any]:
+    """unbind.int: the slices along `dim`, each without that axis (timm's q, k, v)."""
+    shape = c.shape(a["self"])
+    axis = int(a.get("dim", 0)) % len(shape)
+    rest = shape[:axis] + shape[axis + 1:]
+    return [c.reshape(p, rest) for p in c.split(a["self"], axis, [1] * shape[axis])]
+
+
+def _roll(c: Context, a: dict) -> Any:
+    """roll: along each of `dims` the last `shift` elements moved to the front (two slices
+    joined the other way round; Swin's shifted windows); without dims, of the flattened
+    tensor."""
+    x, shape = a["self"], c.shape(a["self"])
+    shifts, dims = [int(s) for s in a["shifts"]], [int(d) for d in a.get("dims") or ()]
+    if not dims:
+        c.check(len(shifts) == 1, f"shifts {shifts} without dims: one shift expected")
+        flat = _roll(c, {"self": c.reshape(x, (math.prod(shape),)), "shifts": shifts,
+                         "dims": [0]})
+        return c.reshape(flat, shape)
+    c.check(len(shifts) == len(dims), f"shifts {shifts} and dims {dims} differ in length")
+    for shift, dim in zip(shifts, dims):
+        axis = dim % len(shape)
+        n = shape[axis]
+        if shift % n:
+            head, tail = c.split(x, axis, [n - shift % n, shift % n])
+            x = c.emit("concat", [tail, head], axis=axis)
+    return x
 
 
 # aten operators (and their in-place forms) that are one canonical unary operator
@@ -271,5 +301,7 @@ ATEN: dict[str, Converter] = {
     **each("cat.default", _cat),
     **each("stack.default", _stack),
     **each("slice.Tensor narrow.default", _slice),
-    **each("split.Tensor split_with_sizes.default", _split),
+    **each("split.Tensor split_with_sizes.default chunk.default", _split),
+    **each("unbind.int", _unbind),
+    **each("roll.default", _roll),
 }

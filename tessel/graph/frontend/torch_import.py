@@ -20,7 +20,9 @@ conv, layer_norm -> layer_norm): core ATen spells a BERT layer with 55 nodes (ad
 expand, bmm, getitem) against 24, and decomposing costs 0.5-4 s per zoo model.
 
 In-place operators (relu_, add_) rebind the value they mutate, so later readers see the
-result; a mutation through a view of another tensor is not followed.
+result; a write through a view (x[1:3] = 2) whose base is read again afterwards is refused
+(UnsupportedOpError), and the import retries on the functional decomposition, which spells it
+as slice_scatter.
 
 This module is the driver (the walk over the exported program, constant folding, shape checks);
 `ATEN` merges the converter tables of `tessel.graph.frontend.torch_convert_nn` (convolutions, norms,
@@ -45,7 +47,7 @@ class UnsupportedOpError(GraphError):
     """An ATen operator (or other FX call) that tessel has no translation for."""
 
     def __init__(self, target: str, node: str, detail: str = "") -> None:
-        self.target, self.node = target, node
+        self.target, self.node, self.detail = target, node, detail
         super().__init__(f"{target} (FX node {node}) is not supported by tessel's torch "
                          f"importer{detail}")
 
@@ -70,9 +72,9 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
             return Importer.of_program(program.run_decompositions(), name).run()
         except UnsupportedOpError as second:
             same = (second.target, second.node) == (first.target, first.node)
-            detail = (" (nor after core-ATen decomposition)" if same else
-                      f" (its core-ATen decomposition fails at {second.target}, FX node "
-                      f"{second.node})")
+            detail = first.detail + (" (nor after core-ATen decomposition)" if same else
+                                     f" (its core-ATen decomposition fails at "
+                                     f"{second.target}, FX node {second.node})")
             raise UnsupportedOpError(first.target, first.node, detail) from None
 
 
@@ -123,6 +125,8 @@ class Importer(Context):
         return cls(program.graph, name, bindings, outputs, names)
 
     def run(self) -> Graph:
+        self.order = {node: k for k, node in enumerate(self.fx_graph.nodes)}
+        self.root: dict[str, Any] = {}  # a view's node -> the node whose storage it shares
         for node in self.fx_graph.nodes:
             self.node = node
             self.enter(node.name, target_name(node.target))
@@ -158,6 +162,7 @@ class Importer(Context):
         return self.graph.add_input(node.name, tuple(int(d) for d in val.shape), dtype)
 
     def call(self, node: Any) -> None:
+        self.follow_views(node)
         args, kwargs = _map_nodes((node.args, node.kwargs), self.env)
         if node.target is not operator.getitem:
             _refuse_missing(self, (args, kwargs))
@@ -174,6 +179,26 @@ class Importer(Context):
         if _mutates_self(node.target) and hasattr(node.args[0], "name"):
             self.env[node.args[0].name] = result
         self.env[node.name] = result
+
+    def follow_views(self, node: Any) -> None:
+        """Note the views (slice, view, a split's parts) and refuse a write through one whose
+        storage is read again after it: the write rebinds only the view it went through
+        (UnsupportedOpError, so the import retries on the functional decomposition, where
+        such writes are slice_scatter)."""
+        source = node.args[0] if node.args else None
+        if not isinstance(getattr(source, "name", None), str):
+            return
+        if _returns_view(node.target) or (node.target is operator.getitem
+                                          and source in self.root):
+            self.root[node] = self.root.get(source, source)
+        elif _mutates_self(node.target) and source in self.root:
+            base = self.root[source]
+            aliases = [base, *(v for v, r in self.root.items() if r is base and v is not source)]
+            later = [u for a in aliases for u in a.users if self.order[u] > self.order[node]]
+            if later:
+                raise UnsupportedOpError(self.op_type, node.name, f": it writes through "
+                                         f"{source.name}, a view of {base.name}, which "
+                                         f"{later[0].name} reads after it")
 
     def getitem(self, source: Any, index: int) -> Any:
         return source[index]  # a Missing output is refused where it is used, not here
@@ -280,6 +305,16 @@ def _mutates_self(target: Any) -> bool:
         return False
     alias = schema.arguments[0].alias_info
     return alias is not None and alias.is_write
+
+
+def _returns_view(target: Any) -> bool:
+    """Whether the operator's result shares its first argument's storage without writing it
+    (slice, view, transpose, split)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
 
 
 def _is_tensor(x: Any) -> bool:

@@ -122,7 +122,7 @@ def known_models() -> list[str]:
         import model_suite
     except ImportError:
         return list(models.MODELS)
-    return [*models.MODELS, *(n for n in model_suite.SUITE if not n.startswith("zoo_"))]
+    return [*models.MODELS, *(n for n in model_suite.MODELS if not n.startswith("zoo_"))]
 
 
 def _memory_kb() -> dict[str, int]:

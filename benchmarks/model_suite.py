@@ -8,12 +8,23 @@ transformers (BERT-base from token ids and an attention mask, GPT-2 small withou
 ViT-B/16), torchvision (ResNet-50, Inception-v1 = GoogLeNet, EfficientNet-B0, ConvNeXt-T,
 MobileNet-v3 large), the AutoTVM paper's 2-layer LSTM language model (650 hidden units), and
 tessel's own zoo (tessel.graph.frontend.models). `small` shrinks the transformers to 2 layers
-(the CNNs and the LSTM are built whole). Weights come from torch's global generator seeded
-with SEED before each build, inputs from a generator of their own; nothing is downloaded
-(`weights=None`, configs built in code). The torchvision models' batch norms are calibrated on
-the example input and ConvNeXt's layer scales raised from 1e-6 to 0.5, so that every layer
-shows in the output (`calibrate`). Needs the `models` extra; `torchvision_ready` lets its
-PyPI build import beside the CPU build of torch.
+(the CNNs and the LSTM are built whole).
+
+`HELD_OUT` holds 40 more (transformers' DistilBERT, RoBERTa, ALBERT, ELECTRA, T5's encoder,
+OPT, BLOOM, Llama, CLIP's vision tower, Swin, wav2vec 2.0, Whisper's encoder; torchvision's
+DenseNet, ShuffleNet, SqueezeNet, RegNet, MnasNet, ResNeXt, Swin-T, ViT, MaxViT,
+EfficientNetV2, AlexNet, VGG; timm's DeiT, MLP-Mixer, PoolFormer, MobileViT, LeViT, GhostNet,
+TF-EfficientNet, RepVGG, DLA, ReXNet, EdgeNeXt, HRNet, CSPDarkNet, NFNet, CoAtNet,
+EfficientFormer), for the models a user brings: tessel was not developed against them, and
+the decoder-style ones are cut to 4 layers (2 for Whisper) to keep a run short.
+
+Weights come from torch's global generator seeded with SEED before each build, inputs from a
+generator of their own; nothing is downloaded (`weights=None`, configs built in code). The
+torchvision and timm models' batch norms are calibrated on the example input, ConvNeXt's layer
+scales raised from 1e-6 to 0.5 and the weights initialized to zero (classifier heads) drawn at
+random (the held-out models'), so that every layer shows in the output (`calibrate`,
+`_no_zero_layers`). Needs the `models` extra; `torchvision_ready` lets its PyPI build import
+beside the CPU build of torch.
 """
 from __future__ import annotations
 
@@ -104,11 +115,13 @@ def torchvision_ready() -> None:
     _STUBS.append(fragment)
 
 
-def _torchvision(name: str, **kwargs: Any) -> Builder:
+def _torchvision(name: str, held_out: bool = False, **kwargs: Any) -> Builder:
     def builder(small: bool) -> tuple[Any, tuple[Any, ...]]:
         torchvision_ready()
         from torchvision import models as tv
         module, inputs = getattr(tv, name)(weights=None, **kwargs), _image()
+        if held_out:
+            _no_zero_layers(module)
         with torch.no_grad():
             for key, param in module.named_parameters():
                 if key.endswith("layer_scale"):  # ConvNeXt's 1e-6: its blocks would not count
@@ -177,16 +190,106 @@ SUITE: dict[str, Builder] = {
 }
 
 
+# ---- held out: models tessel was never developed against ----
+
+def _hf(model: str, config: str, inputs: str, **settings: Any) -> Builder:
+    """A Hugging Face model from its config class with `settings` (fewer layers where the
+    default is big): "ids" token ids and a mask (the last 16 tokens padding), "ids_only",
+    "image" (224 x 224), "audio" (one second at 16 kHz), "features" (the encoder alone, on
+    log-mel features of its full window)."""
+    def builder(small: bool) -> tuple[Any, tuple[Any, ...]]:
+        import transformers
+        cfg = getattr(transformers, config)(**settings)
+        module = getattr(transformers, model)(cfg)
+        gen = torch.Generator().manual_seed(SEED + 1)
+        if inputs == "ids":
+            ids = _token_ids(cfg.vocab_size)
+            mask = torch.ones_like(ids)
+            mask[:, -16:] = 0
+            return Tensors(module, ("input_ids", "attention_mask")), (ids, mask)
+        if inputs == "ids_only":
+            return Tensors(module, ("input_ids",), use_cache=False), (_token_ids(cfg.vocab_size),)
+        if inputs == "image":
+            return Tensors(module, ("pixel_values",)), _image()
+        if inputs == "audio":
+            return Tensors(module, ("input_values",)), (torch.randn(1, 16000, generator=gen),)
+        features = torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=gen)
+        return Tensors(module.encoder, ("input_features",)), (features,)
+    builder.__doc__ = f"transformers' {model} from {config}({settings or ''}), random weights"
+    return builder
+
+
+def _timm(name: str, size: int = 224) -> Builder:
+    def builder(small: bool) -> tuple[Any, tuple[Any, ...]]:
+        import timm
+        module, inputs = timm.create_model(name, pretrained=False), _image(size)
+        _no_zero_layers(module)
+        try:
+            return calibrate(module, inputs), inputs
+        except ValueError:  # a batch norm over one value per channel (LeViT's head) in training
+            return module.eval(), inputs
+    builder.__doc__ = f"timm's {name}, random weights, batch norms calibrated"
+    return builder
+
+
+def _no_zero_layers(module: Any) -> None:
+    """Weights the library initializes to zero (ViT's and MLP-Mixer's classifier heads) drawn
+    at random instead: an output of zeros matches any wrong kernel before it."""
+    with torch.no_grad():
+        for key, param in module.named_parameters():
+            if key.endswith("weight") and param.dim() >= 2 and not param.any():
+                param.normal_(0.0, 0.02)
+
+
+HELD_OUT: dict[str, Builder] = {
+    "distilbert": _hf("DistilBertModel", "DistilBertConfig", "ids"),
+    "roberta": _hf("RobertaModel", "RobertaConfig", "ids", num_hidden_layers=4),
+    "albert": _hf("AlbertModel", "AlbertConfig", "ids", hidden_size=768, num_attention_heads=12,
+                  intermediate_size=3072),  # (ALBERT-base; the default config is xxlarge)
+    "electra": _hf("ElectraModel", "ElectraConfig", "ids"),
+    "t5_encoder": _hf("T5EncoderModel", "T5Config", "ids", num_layers=4),
+    "opt": _hf("OPTModel", "OPTConfig", "ids", num_hidden_layers=4),
+    "bloom": _hf("BloomModel", "BloomConfig", "ids", n_layer=4, hidden_size=512, n_head=8),
+    "llama": _hf("LlamaModel", "LlamaConfig", "ids_only", hidden_size=512,
+                 intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8,
+                 num_key_value_heads=4, vocab_size=8000),
+    "clip_vision": _hf("CLIPVisionModel", "CLIPVisionConfig", "image", num_hidden_layers=4),
+    "swin_hf": _hf("SwinModel", "SwinConfig", "image", depths=[2, 2, 2, 2]),
+    "wav2vec2": _hf("Wav2Vec2Model", "Wav2Vec2Config", "audio", num_hidden_layers=4),
+    "whisper_encoder": _hf("WhisperModel", "WhisperConfig", "features", encoder_layers=2,
+                           d_model=384, encoder_attention_heads=6, encoder_ffn_dim=1536),
+    **{name: _torchvision(arch, held_out=True) for name, arch in (
+        ("densenet121", "densenet121"), ("shufflenet_v2", "shufflenet_v2_x1_0"),
+        ("squeezenet", "squeezenet1_1"), ("regnet_y", "regnet_y_400mf"),
+        ("mnasnet", "mnasnet1_0"), ("resnext50", "resnext50_32x4d"), ("swin_t", "swin_t"),
+        ("vit_b16_tv", "vit_b_16"), ("maxvit", "maxvit_t"),
+        ("efficientnet_v2_s", "efficientnet_v2_s"), ("alexnet", "alexnet"),
+        ("vgg11_bn", "vgg11_bn"))},
+    **{name: _timm(arch, size) for name, arch, size in (
+        ("deit_tiny", "deit_tiny_patch16_224", 224), ("mixer_b16", "mixer_b16_224", 224),
+        ("poolformer", "poolformer_s12", 224), ("mobilevit", "mobilevit_s", 256),
+        ("levit", "levit_128", 224), ("ghostnet", "ghostnet_100", 224),
+        ("tf_efficientnet_b0", "tf_efficientnet_b0", 224), ("repvgg", "repvgg_a0", 224),
+        ("dla34", "dla34", 224), ("rexnet", "rexnet_100", 224),
+        ("edgenext", "edgenext_small", 224), ("hrnet", "hrnet_w18_small", 224),
+        ("cspdarknet", "cspdarknet53", 224), ("nfnet", "nfnet_f0", 224),
+        ("coatnet", "coatnet_0_rw_224", 224), ("efficientformer", "efficientformer_l1", 224))},
+}
+MODELS: dict[str, Builder] = {**SUITE, **HELD_OUT}
+
+
 def build(name: str, small: bool = False) -> tuple[Any, tuple[Any, ...]]:
-    """Model `name` of SUITE in eval mode with its example inputs, weights seeded with SEED."""
-    if name not in SUITE:
-        raise KeyError(f"unknown model {name!r}; the suite has {', '.join(SUITE)}")
+    """Model `name` of SUITE or HELD_OUT in eval mode with its example inputs, weights seeded
+    with SEED."""
+    if name not in MODELS:
+        raise KeyError(f"unknown model {name!r}; the suite has {', '.join(SUITE)}, held out "
+                       f"{', '.join(HELD_OUT)}")
     torch.manual_seed(SEED)
-    module, inputs = SUITE[name](small)
+    module, inputs = MODELS[name](small)
     return module.eval(), inputs
 
 
 torchvision_ready()  # before transformers and timm, which import torchvision too
 
-__all__ = ["SEED", "SUITE", "LSTMLanguageModel", "Tensors", "build", "calibrate",
-           "torchvision_ready"]
+__all__ = ["SEED", "SUITE", "HELD_OUT", "MODELS", "LSTMLanguageModel", "Tensors", "build",
+           "calibrate", "torchvision_ready"]

@@ -214,17 +214,20 @@ def check(compiled: Compiled) -> tuple[bool, str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(model_suite.SUITE))
+    p.add_argument("--models", default=",".join(model_suite.SUITE),
+                   help="names of model_suite.SUITE or HELD_OUT, or 'held_out' for all of those")
     p.add_argument("--paths", default=",".join(PATHS))
     p.add_argument("--small", action="store_true", help="2-layer BERT, GPT-2 and ViT")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless every model passes on every path")
     args = p.parse_args()
-    names, paths = args.models.split(","), args.paths.split(",")
+    names = list(model_suite.HELD_OUT) if args.models == "held_out" else args.models.split(",")
+    paths = args.paths.split(",")
     unknown = [x for x in paths if x not in PATHS] + [x for x in names
-                                                       if x not in model_suite.SUITE]
+                                                       if x not in model_suite.MODELS]
     if unknown:
-        p.error(f"unknown {unknown}: the paths are {PATHS}, the models {list(model_suite.SUITE)}")
+        p.error(f"unknown {unknown}: the paths are {PATHS}, the models "
+                f"{list(model_suite.MODELS)}")
     print(f"{'model':<20} {'path':<8} {'compile s':>9}  result", flush=True)
     passed = True
     for name in names:

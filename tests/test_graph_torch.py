@@ -303,6 +303,9 @@ def test_linear_matmul_family():
     check_matches(Fn(lambda a, b: torch.mm(a, b.t())), randn(3, 4), randn(5, 4))
     check_matches(Fn(lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=2)),
                   randn(3, 4), randn(4, 2), randn(3, 2))
+    for beta in (1.0, 0.0):  # BLOOM's ALiBi scores; beta 0 ignores self
+        check_matches(Fn(lambda a, b, c: torch.baddbmm(c, a, b, beta=beta, alpha=0.25)),
+                      randn(2, 3, 4), randn(2, 4, 5), randn(2, 1, 5))
 
 
 def test_constant_weights_are_folded():
@@ -415,6 +418,20 @@ def test_tensors_filled_whatever_the_input_holds_are_constants():
         return x * mask + torch.full_like(x, 3.0) - torch.ones_like(x).cumsum(1)
     g = check_matches(Fn(fn), randn(2, 5, 7))
     assert "cumsum" not in g.op_counts()
+
+
+def writes_into_slices(x):
+    """Writes through views of a computed tensor whose storage is read afterwards."""
+    y = torch.relu(x)
+    y[:, 0] += 1.0
+    y[:, 2:4] = 0.5
+    y[..., -1].copy_(x[..., 0])
+    return y * 2.0
+
+
+def test_writes_through_views_import_in_functional_form():
+    g = check_matches(Fn(writes_into_slices), randn(2, 5, 7))
+    assert g.op_counts()["concat"] >= 3
 
 
 def test_data_dependent_op_is_named_with_its_node():

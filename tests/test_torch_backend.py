@@ -91,6 +91,34 @@ def test_unsupported_operators_stay_in_torch_and_are_named_once():
     assert "2 operator(s) run in PyTorch" in said[0]
 
 
+def test_writes_through_views_run_in_tessel():
+    """x[..] = v on a computed tensor (a write through a view, read afterwards) compiles
+    from the graph's functional form: in tessel, and not lost."""
+    from test_graph_torch import Fn, writes_into_slices
+    module, x = Fn(writes_into_slices), randn(2, 5, 7)
+    fast = torch.compile(module, backend="tessel", options=FAST, dynamic=False)
+    with torch.no_grad():
+        got, said = compiled_warnings(fast, x)
+        assert_same(got, module(x))
+    assert said == []
+
+
+def test_einsum_swapaxes_reshape_as_run_in_tessel():
+    """Dynamo's graphs keep torch.einsum, swapaxes (MaxViT's attention) and reshape_as
+    (LeViT's), which export's decomposition would have spelled out."""
+    from test_graph_torch import Fn
+
+    def fn(q, k):
+        scores = torch.einsum("bhid,bhjd->bhij", q, k).softmax(-1).swapaxes(1, 2)
+        return scores.reshape_as(q.new_empty(2, 15, 6)) * 2
+    module, q, k = Fn(fn), randn(2, 3, 5, 7), randn(2, 3, 6, 7)
+    fast = torch.compile(module, backend="tessel", options=FAST, dynamic=False)
+    with torch.no_grad():
+        got, said = compiled_warnings(fast, q, k)
+        assert_same(got, module(q, k))
+    assert said == []
+
+
 def test_a_new_input_shape_recompiles():
     module = Mixed().eval()
     module.fc = nn.Identity()  # any spatial size

@@ -16,6 +16,7 @@ by family. This module is the IR's view of them: `OPS` and `infer`.
 | max_pool, avg_pool | x | kernel, strides, pads, ceil_mode (avg: count_include_pad) |
 | global_avg_pool | x | (keeps the spatial axes as 1) |
 | reduce_mean, reduce_sum, reduce_sum_square, reduce_max, reduce_min, reduce_prod, reduce_l1, reduce_l2, reduce_log_sum, reduce_log_sum_exp | x | axes, keepdims |
+| cumsum | x | axis, exclusive, reverse (ONNX CumSum; integers wrap) |
 | softmax, log_softmax | x | axis |
 | layer_norm | x, scale[, bias] | axis (normalizes axes axis..end), epsilon |
 | reshape | x | shape (static, no -1 or 0) |

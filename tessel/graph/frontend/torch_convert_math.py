@@ -6,8 +6,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from tessel.graph.frontend.context import Const
+from tessel.graph.frontend.einsum import einsum
 from tessel.graph.frontend.torch_context import Context, Converter, Missing, each
-from tessel.graph.frontend.torch_convert_logic import promote
+from tessel.graph.frontend.torch_convert_logic import cast, promote
 from tessel.graph.opdefs.shape import slice_range
 
 # ---- dense ----
@@ -18,14 +22,18 @@ def _linear(c: Context, a: dict) -> Any:
 
 
 def _addmm(c: Context, a: dict) -> Any:
-    """beta * self + alpha * (mat1 @ mat2); a constant mat2 and a row bias make a dense."""
-    w, bias = c.const(a["mat2"]), a["self"]
+    """addmm and baddbmm: beta * self + alpha * (mat1 @ mat2) (batch1 @ batch2: BLOOM's
+    ALiBi scores); a constant mat2 and a row bias make a dense; beta 0 ignores self."""
+    left, right = a.get("mat1", a.get("batch1")), a.get("mat2", a.get("batch2"))
+    w, bias = c.const(right), a["self"]
     if (w is not None and w.ndim == 2 and a["beta"] == 1 and a["alpha"] == 1
             and c.shape(bias) == (w.shape[1],)):
-        return c.out("dense", [a["mat1"], c.transpose(a["mat2"], (1, 0)), bias])
-    product = c.emit("matmul", [a["mat1"], a["mat2"]])
+        return c.out("dense", [left, c.transpose(right, (1, 0)), bias])
+    product = c.emit("matmul", [left, right])
     if a["alpha"] != 1:
         product = _times(c, product, float(a["alpha"]))
+    if a["beta"] == 0:
+        return product
     return c.out("add", [bias if a["beta"] == 1 else _times(c, bias, float(a["beta"])), product])
 
 
@@ -178,9 +186,11 @@ def _permute(c: Context, a: dict) -> Any:
     rank = len(c.shape(a["self"]))
     if "dims" in a:
         perm = [int(d) % rank for d in a["dims"]]
-    else:  # transpose.int, t: swap two axes
+    else:  # transpose.int, swapaxes, swapdims, t: swap two axes
         perm = list(range(rank))
-        i, j = (int(a["dim0"]) % rank, int(a["dim1"]) % rank) if "dim0" in a else (0, rank - 1)
+        pair = next(((a[p], a[q]) for p, q in (("dim0", "dim1"), ("axis0", "axis1")) if p in a),
+                    (0, rank - 1))
+        i, j = int(pair[0]) % rank, int(pair[1]) % rank
         perm[i], perm[j] = perm[j], perm[i]
     return c.transpose(a["self"], perm, final=True)
 
@@ -253,9 +263,52 @@ def _roll(c: Context, a: dict) -> Any:
     return x
 
 
+def _slice_scatter(c: Context, a: dict) -> Any:
+    """slice_scatter and select_scatter (a functional program's writes into a slice): `src`
+    between the parts of `self` before and after the slice along `dim` (a concat); a slice
+    with a step is refused."""
+    x, src = a["self"], a["src"]
+    shape = c.shape(x)
+    axis = int(a.get("dim", 0)) % len(shape)
+    if "index" in a:  # select_scatter: one index, src without the axis
+        start = int(a["index"]) % shape[axis]
+        rng, src = range(start, start + 1), c.reshape(src, (*shape[:axis], 1, *shape[axis + 1:]))
+    else:
+        start, end = a.get("start"), a.get("end")
+        rng = slice_range(shape[axis], None if start is None else int(start),
+                          None if end is None else int(end), int(a.get("step", 1)))
+    c.check(rng.step == 1, f"a slice with step {rng.step} is not supported here")
+    if len(rng) == shape[axis]:
+        return src
+    ranges = [range(n) for n in shape]
+    parts = []
+    for lo, hi in ((0, rng.start), (rng.stop, shape[axis])):
+        ranges[axis] = range(lo, hi)
+        parts.append(c.slice(x, list(ranges)) if hi > lo else None)
+    return c.out("concat", [p for p in (parts[0], src, parts[1]) if p is not None], axis=axis)
+
+
+def _fill(c: Context, a: dict) -> Any:
+    """fill.Scalar, fill.Tensor (a functional program's x[...] = v): `value` over self's
+    shape, in self's dtype."""
+    shape, value = c.shape(a["self"]), a["value"]
+    v = cast(c, value, c.dtype(a["self"]))
+    if isinstance(v, Const):
+        return c.derive(v, np.broadcast_to(v.array, shape), "filled")
+    return c.out("expand", [v], shape=shape) if c.shape(v) != shape else v
+
+
+def _copy(c: Context, a: dict) -> Any:
+    """copy.default (a functional program's x.copy_(src)): src broadcast to self's shape, in
+    self's dtype."""
+    shape, src = c.shape(a["self"]), cast(c, a["src"], c.dtype(a["self"]))
+    return c.out("expand", [src], shape=shape) if c.shape(src) != shape else src
+
+
 # aten operators (and their in-place forms) that are one canonical unary operator
 UNARY = "relu sigmoid tanh erf exp log sqrt neg abs hardswish mish sign floor ceil round".split()
 _VIEWS = ("view.default reshape.default _unsafe_view.default flatten.using_ints unflatten.int "
+          "reshape_as.default view_as.default "
           "unsqueeze.default unsqueeze_.default squeeze.default squeeze.dim squeeze.dims")
 _IDENTITY = ("clone.default contiguous.default alias.default detach.default "
              "lift_fresh_copy.default dropout.default feature_dropout.default "
@@ -264,7 +317,7 @@ _IDENTITY = ("clone.default contiguous.default alias.default detach.default "
 
 ATEN: dict[str, Converter] = {
     **each("linear.default", _linear),
-    **each("addmm.default", _addmm),
+    **each("addmm.default baddbmm.default", _addmm),
     **each("mm.default bmm.default matmul.default", _matmul),
     **each("add.Tensor add.Scalar add_.Tensor add_.Scalar", _binary("add")),
     **each("sub.Tensor sub.Scalar sub_.Tensor sub_.Scalar", _binary("sub")),
@@ -295,7 +348,8 @@ ATEN: dict[str, Converter] = {
     **each("prelu.default", _prelu),
     **each("round.decimals round_.decimals", _round),
     **each(_VIEWS, _view),
-    **each("permute.default transpose.int t.default", _permute),
+    **each("permute.default transpose.int t.default swapaxes.default swapdims.default",
+           _permute),
     **each(_IDENTITY, _identity),
     **each("native_dropout.default", _native_dropout),
     **each("cat.default", _cat),
@@ -304,4 +358,8 @@ ATEN: dict[str, Converter] = {
     **each("split.Tensor split_with_sizes.default chunk.default", _split),
     **each("unbind.int", _unbind),
     **each("roll.default", _roll),
+    **each("einsum.default", lambda c, a: einsum(c, str(a["equation"]), list(a["tensors"]))),
+    **each("slice_scatter.default select_scatter.default", _slice_scatter),
+    **each("fill.Scalar fill.Tensor", _fill),
+    **each("copy.default", _copy),
 }

@@ -20,9 +20,9 @@ conv, layer_norm -> layer_norm): core ATen spells a BERT layer with 55 nodes (ad
 expand, bmm, getitem) against 24, and decomposing costs 0.5-4 s per zoo model.
 
 In-place operators (relu_, add_) rebind the value they mutate, so later readers see the
-result; a write through a view (x[1:3] = 2) whose base is read again afterwards is refused
-(UnsupportedOpError), and the import retries on the functional decomposition, which spells it
-as slice_scatter.
+result; a program with a write through a view (x[1:3] = 2) whose storage is read again
+afterwards is imported in its functional form (`functional`), which spells the write as a
+slice_scatter; the importer refuses such a write (UnsupportedOpError) rather than lose it.
 
 This module is the driver (the walk over the exported program, constant folding, shape checks);
 `ATEN` merges the converter tables of `tessel.graph.frontend.torch_convert_nn` (convolutions, norms,
@@ -65,6 +65,8 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
         example_inputs = (example_inputs,)
     name = name or type(module).__name__
     program = _export(module, tuple(example_inputs))
+    if lost_write(program.graph) is not None:
+        program = functional(program)
     try:
         return Importer.of_program(program, name).run()
     except UnsupportedOpError as first:
@@ -76,6 +78,12 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
                                      f" (its core-ATen decomposition fails at "
                                      f"{second.target}, FX node {second.node})")
             raise UnsupportedOpError(first.target, first.node, detail) from None
+
+
+def functional(program: Any) -> Any:
+    """The program with its in-place operators made functional (a write into a slice becomes
+    slice_scatter) and nothing else decomposed."""
+    return program.run_decompositions({})
 
 
 def _export(module: Any, example_inputs: tuple[Any, ...]) -> Any:
@@ -125,8 +133,12 @@ class Importer(Context):
         return cls(program.graph, name, bindings, outputs, names)
 
     def run(self) -> Graph:
-        self.order = {node: k for k, node in enumerate(self.fx_graph.nodes)}
-        self.root: dict[str, Any] = {}  # a view's node -> the node whose storage it shares
+        lost = lost_write(self.fx_graph)
+        if lost is not None:
+            node, view, base, reader = lost
+            raise UnsupportedOpError(target_name(node.target), node.name, f": it writes "
+                                     f"through {view.name}, a view of {base.name}, which "
+                                     f"{reader.name} reads after it")
         for node in self.fx_graph.nodes:
             self.node = node
             self.enter(node.name, target_name(node.target))
@@ -162,7 +174,6 @@ class Importer(Context):
         return self.graph.add_input(node.name, tuple(int(d) for d in val.shape), dtype)
 
     def call(self, node: Any) -> None:
-        self.follow_views(node)
         args, kwargs = _map_nodes((node.args, node.kwargs), self.env)
         if node.target is not operator.getitem:
             _refuse_missing(self, (args, kwargs))
@@ -179,26 +190,6 @@ class Importer(Context):
         if _mutates_self(node.target) and hasattr(node.args[0], "name"):
             self.env[node.args[0].name] = result
         self.env[node.name] = result
-
-    def follow_views(self, node: Any) -> None:
-        """Note the views (slice, view, a split's parts) and refuse a write through one whose
-        storage is read again after it: the write rebinds only the view it went through
-        (UnsupportedOpError, so the import retries on the functional decomposition, where
-        such writes are slice_scatter)."""
-        source = node.args[0] if node.args else None
-        if not isinstance(getattr(source, "name", None), str):
-            return
-        if _returns_view(node.target) or (node.target is operator.getitem
-                                          and source in self.root):
-            self.root[node] = self.root.get(source, source)
-        elif _mutates_self(node.target) and source in self.root:
-            base = self.root[source]
-            aliases = [base, *(v for v, r in self.root.items() if r is base and v is not source)]
-            later = [u for a in aliases for u in a.users if self.order[u] > self.order[node]]
-            if later:
-                raise UnsupportedOpError(self.op_type, node.name, f": it writes through "
-                                         f"{source.name}, a view of {base.name}, which "
-                                         f"{later[0].name} reads after it")
 
     def getitem(self, source: Any, index: int) -> Any:
         return source[index]  # a Missing output is refused where it is used, not here
@@ -307,6 +298,28 @@ def _mutates_self(target: Any) -> bool:
     return alias is not None and alias.is_write
 
 
+def lost_write(graph: Any) -> tuple[Any, Any, Any, Any] | None:
+    """The first in-place write through a view (x[1:3] = 2: fill_ of a slice) whose storage
+    another node reads after it, as (write, view, base, reader); None if there is none. The
+    importer rebinds only the value a write goes through, so such a graph is imported from its
+    functional form (`functional`), where the write is a slice_scatter."""
+    order = {node: k for k, node in enumerate(graph.nodes)}
+    root: dict[Any, Any] = {}  # a view's node -> the node whose storage it shares
+    for node in graph.nodes:
+        source = node.args[0] if node.op == "call_function" and node.args else None
+        if not isinstance(getattr(source, "name", None), str):
+            continue
+        if _returns_view(node.target) or (node.target is operator.getitem and source in root):
+            root[node] = root.get(source, source)
+        elif _mutates_self(node.target) and source in root:
+            base = root[source]
+            aliases = [base, *(v for v, r in root.items() if r is base and v is not source)]
+            later = [u for a in aliases for u in a.users if order[u] > order[node]]
+            if later:
+                return node, source, base, later[0]
+    return None
+
+
 def _returns_view(target: Any) -> bool:
     """Whether the operator's result shares its first argument's storage without writing it
     (slice, view, transpose, split)."""
@@ -335,4 +348,5 @@ def _to_torch(x: Any) -> Any:
     return torch.tensor(x.array) if isinstance(x, Const) else x
 
 
-__all__ = ["from_torch", "UnsupportedOpError", "ATEN", "INPUT", "Importer", "Const"]
+__all__ = ["from_torch", "functional", "lost_write", "UnsupportedOpError", "ATEN", "INPUT",
+           "Importer", "Const"]

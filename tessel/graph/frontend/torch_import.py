@@ -83,7 +83,12 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
 def functional(program: Any) -> Any:
     """The program with its in-place operators made functional (a write into a slice becomes
     slice_scatter) and nothing else decomposed."""
-    return program.run_decompositions({})
+    try:
+        return program.run_decompositions({})
+    except Exception as e:  # noqa: BLE001  torch raises many types
+        raise GraphError(f"torch could not make the program functional ({type(e).__name__}: "
+                         f"{(str(e).strip().splitlines() or [''])[0]}); it writes through a "
+                         f"view whose storage is read afterwards") from e
 
 
 def _export(module: Any, example_inputs: tuple[Any, ...]) -> Any:

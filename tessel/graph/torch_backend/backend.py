@@ -78,9 +78,9 @@ class TesselGraph:
             say(f"torch.export could not trace graph {_name(self.gm)} ({_first_line(e)}); it "
                 f"runs in PyTorch")
             return self.gm.forward
-        if lost_write(program.graph) is not None:  # (a write into a slice: slice_scatter)
-            program = functional(program)
         try:
+            if lost_write(program.graph) is not None:  # (a write into a slice: slice_scatter)
+                program = functional(program)
             return Split(program, args, self.constant, _name(self.gm)).build(self.options)
         except Exception as e:  # noqa: BLE001  eager runs it: so must torch.compile
             if self.options.strict:

@@ -220,6 +220,57 @@ def test_a_padded_model_compiles_and_matches():
     _close(model(*feeds), run_graph(g, feeds))
 
 
+def _grouped_cnn(h=9, w=7):
+    """Grouped 3x3 convolutions: 2 groups of 32 channels (whole blocks of 16 or 8), 16 groups
+    of 4 (ResNeXt's: merged into blocks, 4 or 2 at a time), 8 groups of 8 in and 4 out (plain
+    with 16 lanes, blocks of 4 with 8), 3 groups of 8 reading channels padded to whole vectors
+    (RegNet's), with a bias and a stride, between 1x1 convolutions."""
+    rng = np.random.default_rng(9)
+
+    def const(g, name, *shape):
+        return g.add_constant(name, rng.standard_normal(shape).astype("float32") * 0.3)
+
+    g = Graph("grouped")
+    x = g.add_input("x", (1, 8, h, w))
+    a = g.add_node("relu", [g.add_node("conv", [x, const(g, "w0", 64, 8, 1, 1)])])
+    b = g.add_node("conv", [a, const(g, "w1", 64, 32, 3, 3), const(g, "b1", 64)],
+                   pads=(1, 1, 1, 1), groups=2)
+    c = g.add_node("conv", [g.add_node("relu", [b]), const(g, "w2", 64, 4, 3, 3)],
+                   strides=(2, 2), pads=(1, 1, 1, 1), groups=16)
+    d = g.add_node("conv", [c, const(g, "w3", 32, 8, 3, 3)], pads=(1, 1, 1, 1), groups=8)
+    e = g.add_node("relu", [g.add_node("conv", [x, const(g, "w5", 24, 8, 1, 1)])])
+    f = g.add_node("conv", [e, const(g, "w6", 24, 8, 3, 3), const(g, "b6", 24)],
+                   pads=(1, 1, 1, 1), groups=3)  # 24 channels padded to 32 with 16 lanes
+    g.set_outputs([g.add_node("conv", [d, const(g, "w4", 16, 32, 1, 1)]), c, f])
+    return g
+
+
+@pytest.mark.parametrize("lanes", [16, 8])
+def test_grouped_convolutions_run_blocked(lanes):
+    g = _grouped_cnn()
+    blocked = block_layouts(g, lanes)
+    convs = [n for n in blocked.nodes if n.op == "conv_blocked"]
+    if lanes == 16:  # the padded input's 3 groups of 8 and 1 of padding as 2 of 16
+        assert [n.attrs["groups"] for n in convs] == [1, 2, 4, 1, 2, 1]
+        assert blocked.op_counts()["conv"] == 1  # 8 in, 4 out a group: no block holds both
+    else:
+        assert [n.attrs["groups"] for n in convs] == [1, 2, 8, 8, 1, 3, 1]
+    feeds = [np.random.default_rng(2).standard_normal((1, 8, 9, 7)).astype("float32")]
+    _close(run_graph(blocked, feeds), run_graph(g, feeds))
+
+
+@ISA_PRESETS
+def test_grouped_convolutions_compile_and_match(target):
+    if not runs_here(target):
+        pytest.skip(f"{target} code does not run on this host")
+    g = _grouped_cnn(h=10, w=7)
+    feeds = [np.random.default_rng(3).standard_normal((1, 8, 10, 7)).astype("float32")]
+    model = tessel.compile_model(g, target, layout="blocked")
+    assert sum(k.func.name.startswith("fused_conv_blocked") or k.func.name == "conv_blocked"
+               for k in model.kernels) >= 3
+    _close(model(*feeds), run_graph(g, feeds))
+
+
 def _gated_cnn(c=24, h=9, w=7):
     """Squeeze-and-excitation gates (x * sigmoid(conv(mean x))) feeding a 1x1 projection
     (its weight 16 x 24 smaller than the 32-channel padded activation), a 3x3 conv (its

@@ -40,13 +40,21 @@ The pass walks the nodes in order and decides each value's layout:
   1x1, as after the global pool).
 
 Outputs are the same values as the plain graph's (the layout test runs the zoo both ways).
+- a grouped convolution whose groups read and write whole blocks (NFNet's 6 groups of 128
+  channels) runs blocked as it is; groups of g channels in and out that a block does not hold
+  whole (ResNeXt's 32 groups of 4, RegNet's of 8) are merged m at a time into groups of one
+  block b = m g (m <= MERGE_LIMIT), their weight block-diagonal: m times the multiply-adds in
+  whole vectors, where the plain kernel ran one scalar chain per group.
+
 Convolutions whose channels neither divide into blocks of at least 4 nor pad to whole
-vectors (3, 5, 18, ... with 16 lanes), grouped convolutions other than depthwise, 1-d and
-3-d convolutions stay plain.
+vectors (3, 5, 18, ... with 16 lanes), grouped convolutions of unequal or larger groups
+that no block holds, 1-d and 3-d convolutions stay plain.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from tessel import ir
 from tessel.graph.fold import prune
@@ -60,6 +68,7 @@ DEFAULT_LAYOUT = "winograd"  # blocked; the same wherever no 3x3 convolution qua
 MIN_BLOCK = 4
 INT_GROUP = 4  # input channels per block of an 8-bit conv's plain data (intrinsics' group)
 PAD_LIMIT = 4 / 3  # channels padded to whole vectors when that adds at most a third of them
+MERGE_LIMIT = 4  # small groups merged into whole blocks at most 4 at a time (4x the work)
 
 
 def block_layouts(graph: Graph, lanes: int, pad: bool = True, whole_int8: int = 0) -> Graph:
@@ -185,8 +194,14 @@ class _Blocking:
             (out_block, width), in_block = chosen, 1
             x = self.blocked(x, out_block)
             attrs["groups"] = width
-        else:
-            return None
+        else:  # grouped: each group whole blocks in and out, small groups merged
+            regrouped = None if whole else self.regroup(weight, groups, self.width(x) - c
+                                                         if self.padded(x) else 0)
+            if regrouped is None or (self.padded(x) and regrouped[2] != self.block[x]):
+                return None
+            weight, attrs["groups"], out_block = regrouped
+            in_block, width = out_block, weight.shape[0]
+            x = self.blocked(x, out_block)
         if width != o and bias:
             if bias[0] not in self.new.constants:
                 return None  # (a computed bias: not padded here)
@@ -198,6 +213,33 @@ class _Blocking:
         if groups == 1:
             x, w_blocked = self.ungate(node, x, w_blocked)
         return self.add(blocked[0], [x, w_blocked, *bias], node, out_block, **attrs)
+
+    def regroup(self, weight: np.ndarray, groups: int, padding: int = 0
+                ) -> tuple[np.ndarray, int, int] | None:
+        """(weight, groups, block) of a grouped convolution in blocks: a block (whole or half
+        vectors) that its groups' input and output channels divide into; else groups of g
+        channels in and out merged m at a time into groups of one block, b = m g, their
+        weight block-diagonal (ResNeXt's 32 groups of 4, RegNet's of 8 or 16): m times the
+        multiply-adds, at most MERGE_LIMIT, in whole vectors. An input padded with `padding`
+        zero channels (RegNet's 104 as 112) gets groups of its own for them, their outputs 0
+        (zero weights): groups of g in and g out only. None: stays plain."""
+        o, per_in = weight.shape[:2]
+        per_out = o // groups
+        if padding:
+            if per_in != per_out or padding % per_in:
+                return None
+            weight = np.concatenate([weight, np.zeros((padding, *weight.shape[1:]),
+                                                      weight.dtype)])
+            o, groups = o + padding, groups + padding // per_in
+        for b in self.blocks:  # whole vectors first, merged if need be; then half vectors
+            if per_in % b == 0 and per_out % b == 0:
+                return weight, groups, b
+            m = b // per_in
+            if per_in == per_out and b % per_in == 0 and groups % m == 0 and m <= MERGE_LIMIT:
+                merged = np.zeros((o, m, per_in, *weight.shape[2:]), weight.dtype)
+                merged[np.arange(o), np.arange(o) // per_in % m] = weight
+                return merged.reshape(o, b, *weight.shape[2:]), groups // m, b
+        return None
 
     def ungate(self, node: Node, x: str, weight: str) -> tuple[str, str]:
         """(data, weight) of convolution `node` reading `x`: when `x` is a batch-1 value

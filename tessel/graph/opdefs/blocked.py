@@ -13,10 +13,11 @@ at its boundaries, not between layers:
   `channels` keeps only the first ones (the layout pass pads a conv's 24 channels to two
   whole vectors of 16, as ONNX Runtime's NCHWc transformer does);
 - `conv_blocked`: a 2-d convolution, data (N, C/ib, H, W, ib), weight (O/ob, C/g/ib', KH, KW,
-  ib', ob) (ib' = ib for groups=1; groups=C, depthwise, has ib' = 1, one input channel per
-  output channel, and ib = ob), optional bias (O,); output (N, O/ob, H', W', ob). A plain
-  NCHW tensor is NCHW[1]c as it lies in memory (a reshape), so a network's first convolution
-  reads its input with ib = 1;
+  ib', ob) (ib' = ib for groups=1 and for a grouped conv, whose groups read and write whole
+  blocks (output block o reads the input blocks of its group); groups=C, depthwise, has
+  ib' = 1, one input channel per output channel, and ib = ob), optional bias (O,); output
+  (N, O/ob, H', W', ob). A plain NCHW tensor is NCHW[1]c as it lies in memory (a reshape), so
+  a network's first convolution reads its input with ib = 1;
 - `max_pool_blocked`: max pooling over the two spatial axes of (N, C/b, H, W, b).
 
 Their numpy references unblock, compute the plain operator's reference and block again, so
@@ -154,6 +155,11 @@ def _plain_conv_types(inputs: list[TensorType], attrs: Attrs, label: str
     if groups == 1:
         check(w[1] * w[4] == channels and w[4] == x[4],
               f"node {label} (conv_blocked): weight {w} does not read data {x} (groups=1)")
+    elif w[4] > 1:  # grouped: whole blocks in and out in each group
+        check(channels % groups == 0 and w[1] * w[4] * groups == channels and w[4] == x[4]
+              and (w[0] * w[5]) % groups == 0 and (w[0] * w[5] // groups) % w[5] == 0,
+              f"node {label} (conv_blocked): groups={groups} of weight {w} must each read "
+              f"whole blocks of data {x} and write whole blocks")
     else:
         check(groups == channels and w[0] * w[5] == channels and w[1] == w[4] == 1
               and w[5] == x[4], f"node {label} (conv_blocked): groups={groups} must be 1 or "
@@ -186,8 +192,11 @@ def blocked_conv(x: te.Tensor, w: te.Tensor, a: Attrs, name: str, shape: tuple[i
     with `pad_value`, its products (and sum) in `dtype` (default x's: an integer conv widens
     its 8-bit operands to int32)."""
     stride, dil, pads = a["strides"], a["dilations"], a["pads"]
-    depthwise = a["groups"] != 1
+    depthwise = a["groups"] != 1 and w.shape[4] == 1
+    # a grouped conv's output block o reads the input blocks of its group
+    per_group = w.shape[0] // a["groups"] if a["groups"] != 1 and not depthwise else None
     _, cob, _, _, ib = x.shape
+    cob = w.shape[1]  # (the input blocks one output block reads: all, or its group's)
     kh, kw = w.shape[2], w.shape[3]
     padded = pad_tensor(x, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0),
                         pad_value, ("n", "c", "h", "w", "b"), name=f"{name}_pad")
@@ -207,8 +216,9 @@ def blocked_conv(x: te.Tensor, w: te.Tensor, a: Attrs, name: str, shape: tuple[i
 
         def body(n, o, y, x_, oi):
             co = rco if rco is not None else 0
+            c_in = co if per_group is None else o // per_group * cob + co
             ci = rci if rci is not None else 0
-            win = padded[n, co, y * stride[0] + ry * dil[0], x_ * stride[1] + rx * dil[1], ci]
+            win = padded[n, c_in, y * stride[0] + ry * dil[0], x_ * stride[1] + rx * dil[1], ci]
             return te.sum(wide(win) * wide(w[o, co, ry, rx, ci, oi]), axis=raxes)
 
     return te.compute(shape, named(body, ("n", "o", "y", "x", "oi")), name=name)
@@ -252,7 +262,11 @@ define("conv_blocked", "anchor", _conv_blocked_infer, _conv_blocked_lower,
            Example(((1, 2, 11, 9, 4), (2, 1, 3, 3, 1, 4), (8,)),
                    dict(pads=(1, 1, 1, 1), groups=8)),
            Example(((1, 3, 9, 9, 4), (3, 1, 3, 3, 1, 4)),
-                   dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(2, 1), groups=12))])
+                   dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(2, 1), groups=12)),
+           # grouped: 3 groups of 8 input channels (2 blocks) and 8 outputs (2 blocks), bias
+           Example(((1, 6, 7, 9, 4), (6, 2, 3, 3, 4, 4), (24,)),
+                   dict(pads=(1, 1, 1, 1), groups=3)),
+           Example(((1, 4, 9, 7, 4), (4, 1, 3, 3, 4, 4)), dict(strides=(2, 2), groups=4))])
 
 
 # ---- conv_integer_blocked ----

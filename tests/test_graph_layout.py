@@ -271,6 +271,27 @@ def test_grouped_convolutions_compile_and_match(target):
     _close(model(*feeds), run_graph(g, feeds))
 
 
+def test_1d_convolutions_run_blocked_as_2d_ones():
+    """wav2vec 2.0's feature encoder (stride, GELU between) and positional convolution (16
+    groups, padded, dilated here), Whisper's stem: blocked as 2-d ones of height 1."""
+    rng = np.random.default_rng(10)
+    g = Graph("audio")
+    x = g.add_input("x", (1, 3, 41))
+    a = g.add_node("conv", [x, g.add_constant("w0", rng.standard_normal((32, 3, 5))
+                                              .astype("float32") * 0.3)], strides=(2,))
+    a = g.add_node("gelu", [a])
+    b = g.add_node("conv", [a, g.add_constant("w1", rng.standard_normal((32, 2, 4))
+                                              .astype("float32") * 0.3),
+                            g.add_constant("b1", np.ones(32, "float32"))],
+                   pads=(2, 1), dilations=(2,), groups=16)
+    g.set_outputs([a, b])
+    blocked = block_layouts(g, 16)
+    assert blocked.op_counts()["conv_blocked"] == 2 and "conv" not in blocked.op_counts()
+    feeds = [rng.standard_normal((1, 3, 41)).astype("float32")]
+    _close(run_graph(blocked, feeds), run_graph(g, feeds))
+    _close(tessel.compile_model(g, layout="blocked")(*feeds), run_graph(g, feeds))
+
+
 def _gated_cnn(c=24, h=9, w=7):
     """Squeeze-and-excitation gates (x * sigmoid(conv(mean x))) feeding a 1x1 projection
     (its weight 16 x 24 smaller than the 32-channel padded activation), a 3x3 conv (its

@@ -1,6 +1,7 @@
 """Exporters' spellings recognized before fusion (tessel.graph.spellings): GELU's tanh form
-written out, a linear layer flattened to rows around its product (GPT-2's Conv1D), and
-attention's scale split over q and k^T (torch's ONNX export of scaled_dot_product_attention)."""
+written out, a linear layer flattened to rows around its product (GPT-2's Conv1D) or over
+sequence-first rows (nn.MultiheadAttention's), and attention's scale split over q and k^T
+(torch's ONNX export of scaled_dot_product_attention)."""
 from __future__ import annotations
 
 import math
@@ -104,6 +105,25 @@ def test_a_reshape_that_does_not_keep_the_columns_last_stays():
     y = g.add_node("dense", [flat, _const(g, "w", 7, 5)])
     g.set_outputs([g.add_node("relu", [g.add_node("reshape", [y], shape=(3, 14))])])
     assert simplify(g).op_counts() == {"reshape": 2, "dense": 1, "relu": 1}
+
+
+def test_a_linear_layer_over_sequence_first_rows_computes_them_as_rows():
+    """nn.MultiheadAttention's projections read (L, 1, E): the product's rows are L, not 1."""
+    g = Graph("seq_first")
+    x = g.add_input("x", (11, 1, 5))
+    y = g.add_node("dense", [x, _const(g, "w", 7, 5), _const(g, "b", 7)])
+    g.set_outputs([g.add_node("relu", [y])])
+    simple = simplify(g)
+    dense = next(n for n in simple.nodes if n.op == "dense")
+    assert simple.types[dense.inputs[0]].shape == (11, 5)
+    assert simple.types[simple.outputs[0]].shape == (11, 1, 7)
+    feeds = [RNG.standard_normal((11, 1, 5)).astype(np.float32)]
+    np.testing.assert_allclose(compile_model(g)(*feeds)[0], run_graph(g, feeds)[0],
+                               rtol=1e-5, atol=1e-6)
+    one = Graph("one_row")  # (1, 1, K): one row either way, left as it is
+    x = one.add_input("x", (1, 1, 5))
+    one.set_outputs([one.add_node("dense", [x, _const(one, "w", 7, 5)])])
+    assert simplify(one).op_counts() == {"dense": 1}
 
 
 def test_silu_written_as_x_times_its_sigmoid_fuses_and_a_gate_on_another_value_stays():

@@ -46,9 +46,11 @@ Outputs are the same values as the plain graph's (the layout test runs the zoo b
   block b = m g (m <= MERGE_LIMIT), their weight block-diagonal: m times the multiply-adds in
   whole vectors, where the plain kernel ran one scalar chain per group.
 
+- a 1-d convolution is a 2-d one of height 1 (convs_1d_as_2d), between views.
+
 Convolutions whose channels neither divide into blocks of at least 4 nor pad to whole
 vectors (3, 5, 18, ... with 16 lanes), grouped convolutions of unequal or larger groups
-that no block holds, 1-d and 3-d convolutions stay plain.
+that no block holds, and 3-d convolutions stay plain.
 """
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ import math
 import numpy as np
 
 from tessel import ir
-from tessel.graph.fold import prune
+from tessel.graph.fold import prune, rebuild
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import block_array, block_weight, pad_channels
 from tessel.graph.winograd import winograd_convs
@@ -82,7 +84,32 @@ def block_layouts(graph: Graph, lanes: int, pad: bool = True, whole_int8: int = 
                                                  f"int, got {lanes!r}")
     check(isinstance(whole_int8, int) and whole_int8 >= 0,
           f"block_layouts: whole_int8 must be an int >= 0, got {whole_int8!r}")
-    return _Blocking(graph, lanes, pad, whole_int8).run()
+    return _Blocking(convs_1d_as_2d(graph), lanes, pad, whole_int8).run()
+
+
+def convs_1d_as_2d(graph: Graph) -> Graph:
+    """Each float 1-d convolution with a constant weight as a 2-d one of height 1 between two
+    views, (N, C, L) -> (N, C, 1, L) -> (N, O, 1, L') -> (N, O, L'), so that it runs blocked
+    (wav2vec 2.0's feature encoder and 128-tap positional convolution, Whisper's stem)."""
+    def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
+        if node.op != "conv":
+            return None
+        x, w, *bias = inputs
+        if len(new.types[x].shape) != 3 or w not in new.constants or \
+                new.types[x].dtype != "float32":
+            return None
+        (n, c, length), a = new.types[x].shape, node.attrs
+        fresh = lambda base: unique_name(base, lambda v: v in graph.types  # noqa: E731
+                                         or v in new.types)
+        x2 = new.add_node("reshape", [x], output=fresh(f"{x}_2d"), shape=(n, c, 1, length))
+        w2 = new.add_constant(fresh(f"{w}_2d"), new.constants[w][:, :, None, :])
+        y = new.add_node("conv", [x2, w2, *bias], name=node.name, output=fresh(
+            f"{node.output}_2d"), strides=(1, *a["strides"]), dilations=(1, *a["dilations"]),
+            pads=(0, a["pads"][0], 0, a["pads"][1]), groups=a["groups"])
+        return new.add_node("reshape", [y], output=node.output,
+                            shape=graph.types[node.output].shape)
+
+    return rebuild(graph, rewrite)
 
 
 def int8_rows(target) -> int:

@@ -126,6 +126,29 @@ def test_a_linear_layer_over_sequence_first_rows_computes_them_as_rows():
     assert simplify(one).op_counts() == {"dense": 1}
 
 
+def test_zero_padding_before_a_convolution_becomes_its_own():
+    """TensorFlow's "same" padding as a Pad node (timm's tf_efficientnet): the convolution
+    pads inside its loops; a pad of the channels, or with another value, stays."""
+    g = Graph("same")
+    x = g.add_input("x", (1, 3, 9, 8))
+    p = g.add_node("pad", [x], pads=(0, 0, 1, 0, 0, 0, 2, 1))
+    y = g.add_node("conv", [p, _const(g, "w", 4, 3, 3, 3)], strides=(2, 2), pads=(1, 1, 0, 0))
+    q = g.add_node("pad", [x], pads=(0, 1, 0, 0, 0, 0, 0, 0))  # a channel: stays
+    z = g.add_node("conv", [q, _const(g, "v", 2, 4, 1, 1)])
+    r = g.add_node("pad", [x], pads=(0, 0, 1, 1, 0, 0, 1, 1), value=1.0)  # not zeros: stays
+    u = g.add_node("conv", [r, _const(g, "u", 2, 3, 1, 1)])
+    g.set_outputs([y, z, u])
+    simple = simplify(g)
+    assert simple.op_counts() == {"conv": 3, "pad": 2}
+    first = next(n for n in simple.nodes if n.op == "conv")
+    assert first.inputs[0] == x and first.attrs["pads"] == (2, 1, 2, 1)
+    feeds = [RNG.standard_normal((1, 3, 9, 8)).astype(np.float32)]
+    for got, want in zip(run_graph(simple, feeds), run_graph(g, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for got, want in zip(compile_model(g)(*feeds), run_graph(g, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_silu_written_as_x_times_its_sigmoid_fuses_and_a_gate_on_another_value_stays():
     """EfficientNet's SiLU (x * sigmoid(x)) becomes one node in its dense's kernel; its
     squeeze-excite gate, x * sigmoid(s) of another value s, stays a mul of two values."""

@@ -12,7 +12,9 @@ Attention's scale is spelled in one more way: torch's ONNX export of scaled_dot_
 multiplies q and k^T each by sqrt(scale) before their product. Inside the product's kernel a
 scaled operand is a multiply at every load of it (ViT-B/16's q k^T: a multiply beside each
 FMA); the product of the unscaled operands, scaled once, is the same up to rounding and its
-scaling an epilogue of the product's kernel.
+scaling an epilogue of the product's kernel. TensorFlow's "same" padding comes as a Pad node
+before a convolution: a padded copy of the input written and read again, where the
+convolution pads inside its own loops.
 Each pass returns a new Graph (tessel.graph.fold.rebuild) and keeps value names.
 """
 from __future__ import annotations
@@ -107,6 +109,29 @@ def rows_before_unit_axis(graph: Graph) -> Graph:
                          **dict(node.attrs))
         return new.add_node("reshape", [y], output=node.output,
                             shape=graph.types[node.output].shape)
+
+    return rebuild(graph, rewrite)
+
+
+def pads_into_convs(graph: Graph) -> Graph:
+    """conv(pad(x)) where the pad adds zeros on the spatial axes only (TensorFlow's "same"
+    padding as an explicit Pad: timm's tf_ models, TF-exported ONNX) becomes conv(x) with the
+    pad's widths added to its own: no padded copy of x written and read again."""
+    producer = graph.producer()
+
+    def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
+        pad = producer.get(node.inputs[0]) if node.op == "conv" else None
+        if pad is None or pad.op != "pad" or len(pad.inputs) != 1 or \
+                pad.attrs["mode"] != "constant" or pad.attrs["value"] != 0.0:
+            return None
+        rank, widths = len(graph.types[pad.output].shape), tuple(pad.attrs["pads"])
+        begin, end = widths[:rank], widths[rank:]
+        if begin[:2] != (0, 0) or end[:2] != (0, 0) or min(widths) < 0:
+            return None
+        nd, own = rank - 2, tuple(node.attrs["pads"])
+        pads = tuple(p + q for p, q in zip(own[:2 * nd], (*begin[2:], *end[2:])))
+        return new.add_node("conv", [pad.inputs[0], *inputs[1:]], name=node.name,
+                            output=node.output, **{**dict(node.attrs), "pads": pads})
 
     return rebuild(graph, rewrite)
 

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from tessel.graph.ir import Graph, Node
+from tessel.graph.ir import Graph, Node, unique_name
 
 # a rewrite gets (new graph, node, its inputs renamed) and returns the node's new output
 # value, or None to copy the node unchanged
@@ -34,6 +34,12 @@ def rebuild(graph: Graph, rewrite: Rewrite | None = None) -> Graph:
         renamed[node.output] = out
     new.set_outputs([renamed.get(v, v) for v in graph.outputs])
     return prune(new)
+
+
+def fresh_name(old: Graph, new: Graph, base: str) -> str:
+    """A value name that neither the graph being rebuilt nor its rebuild has (`base`, else
+    with a number): for the values a rewrite adds."""
+    return unique_name(base, lambda v: v in old.types or v in new.types)
 
 
 def prune(graph: Graph) -> Graph:
@@ -105,4 +111,4 @@ def _folded_conv(new: Graph, conv: Node, bn: Node) -> str:
                         output=bn.output, **dict(conv.attrs))
 
 
-__all__ = ["rebuild", "prune", "fold_constants", "fold_batch_norm"]
+__all__ = ["rebuild", "fresh_name", "prune", "fold_constants", "fold_batch_norm"]

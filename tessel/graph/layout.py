@@ -59,7 +59,7 @@ import math
 import numpy as np
 
 from tessel import ir
-from tessel.graph.fold import prune, rebuild
+from tessel.graph.fold import fresh_name, prune, rebuild
 from tessel.graph.ir import Graph, Node, check, unique_name
 from tessel.graph.opdefs.blocked import block_array, block_weight, pad_channels
 from tessel.graph.winograd import winograd_convs
@@ -99,13 +99,13 @@ def convs_1d_as_2d(graph: Graph) -> Graph:
                 new.types[x].dtype != "float32":
             return None
         (n, c, length), a = new.types[x].shape, node.attrs
-        fresh = lambda base: unique_name(base, lambda v: v in graph.types  # noqa: E731
-                                         or v in new.types)
-        x2 = new.add_node("reshape", [x], output=fresh(f"{x}_2d"), shape=(n, c, 1, length))
-        w2 = new.add_constant(fresh(f"{w}_2d"), new.constants[w][:, :, None, :])
-        y = new.add_node("conv", [x2, w2, *bias], name=node.name, output=fresh(
-            f"{node.output}_2d"), strides=(1, *a["strides"]), dilations=(1, *a["dilations"]),
-            pads=(0, a["pads"][0], 0, a["pads"][1]), groups=a["groups"])
+        x2 = new.add_node("reshape", [x], output=fresh_name(graph, new, f"{x}_2d"),
+                          shape=(n, c, 1, length))
+        w2 = new.add_constant(fresh_name(graph, new, f"{w}_2d"), new.constants[w][:, :, None, :])
+        y = new.add_node("conv", [x2, w2, *bias], name=node.name,
+                         output=fresh_name(graph, new, f"{node.output}_2d"),
+                         strides=(1, *a["strides"]), dilations=(1, *a["dilations"]),
+                         pads=(0, a["pads"][0], 0, a["pads"][1]), groups=a["groups"])
         return new.add_node("reshape", [y], output=node.output,
                             shape=graph.types[node.output].shape)
 
@@ -222,9 +222,9 @@ class _Blocking:
             x = self.blocked(x, out_block)
             attrs["groups"] = width
         else:  # grouped: each group whole blocks in and out, small groups merged
-            regrouped = None if whole else self.regroup(weight, groups, self.width(x) - c
-                                                         if self.padded(x) else 0)
-            if regrouped is None or (self.padded(x) and regrouped[2] != self.block[x]):
+            padding = self.width(x) - c if self.padded(x) else 0
+            regrouped = None if whole else self.regroup(weight, groups, padding)
+            if regrouped is None or (padding and regrouped[2] != self.block[x]):
                 return None
             weight, attrs["groups"], out_block = regrouped
             in_block, width = out_block, weight.shape[0]

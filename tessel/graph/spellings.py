@@ -24,8 +24,8 @@ import math
 import numpy as np
 
 from tessel import ir
-from tessel.graph.fold import rebuild
-from tessel.graph.ir import Graph, Node, unique_name
+from tessel.graph.fold import fresh_name, rebuild
+from tessel.graph.ir import Graph, Node
 
 TANH_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh form: tanh(TANH_SCALE * (x + CUBE x^3))
 CUBE = 0.044715
@@ -81,8 +81,8 @@ def unflatten_products(graph: Graph) -> Graph:
         # (values keep their names through this pass: x, the weight and the bias exist)
         x = flat.inputs[0]
         if graph.types[x].shape != (*lead, k):  # a name neither graph has
-            seen = unique_name(f"{x}_rows", lambda v: v in graph.types or v in new.types)
-            x = new.add_node("reshape", [x], output=seen, shape=(*lead, k))
+            x = new.add_node("reshape", [x], output=fresh_name(graph, new, f"{x}_rows"),
+                             shape=(*lead, k))
         return new.add_node("dense", [x, *dense.inputs[1:]], name=dense.name,
                             output=node.output, **dict(dense.attrs))
 
@@ -102,11 +102,10 @@ def rows_before_unit_axis(graph: Graph) -> Graph:
         *lead, unit, k = new.types[inputs[0]].shape
         if unit != 1 or math.prod(lead) <= 1:
             return None
-        rows = unique_name(f"{inputs[0]}_rows", lambda v: v in graph.types or v in new.types)
-        x = new.add_node("reshape", [inputs[0]], output=rows, shape=(*lead, k))
-        out = unique_name(f"{node.output}_rows", lambda v: v in graph.types or v in new.types)
-        y = new.add_node("dense", [x, *inputs[1:]], name=node.name, output=out,
-                         **dict(node.attrs))
+        x = new.add_node("reshape", [inputs[0]], output=fresh_name(graph, new, f"{inputs[0]}_rows"),
+                         shape=(*lead, k))
+        y = new.add_node("dense", [x, *inputs[1:]], name=node.name,
+                         output=fresh_name(graph, new, f"{node.output}_rows"), **dict(node.attrs))
         return new.add_node("reshape", [y], output=node.output,
                             shape=graph.types[node.output].shape)
 
@@ -128,8 +127,7 @@ def pads_into_convs(graph: Graph) -> Graph:
         begin, end = widths[:rank], widths[rank:]
         if begin[:2] != (0, 0) or end[:2] != (0, 0) or min(widths) < 0:
             return None
-        nd, own = rank - 2, tuple(node.attrs["pads"])
-        pads = tuple(p + q for p, q in zip(own[:2 * nd], (*begin[2:], *end[2:])))
+        pads = tuple(p + q for p, q in zip(node.attrs["pads"], (*begin[2:], *end[2:])))
         return new.add_node("conv", [pad.inputs[0], *inputs[1:]], name=node.name,
                             output=node.output, **{**dict(node.attrs), "pads": pads})
 
@@ -162,12 +160,9 @@ def scale_after_products(graph: Graph) -> Graph:
         if (x, y) == tuple(node.inputs):
             return None
 
-        def fresh(base: str) -> str:
-            return unique_name(base, lambda v: v in graph.types or v in new.types)
-
         product = new.add_node("matmul", [x, y], name=node.name, **dict(node.attrs),
-                               output=fresh(f"{node.output}_unscaled"))
-        scale = new.add_constant(fresh(f"{node.output}_scale"),
+                               output=fresh_name(graph, new, f"{node.output}_unscaled"))
+        scale = new.add_constant(fresh_name(graph, new, f"{node.output}_scale"),
                                  np.asarray(a * b, dtype=ir.numpy_dtype(dtype)))
         return new.add_node("mul", [product, scale], output=node.output)
 

@@ -64,7 +64,7 @@ def einsum(ctx: GraphBuilder, equation: str, ins: list) -> Value:
     def needed_after(k: int) -> set[str]:
         return set(result).union(*terms[k + 1:])
 
-    acc, t = sum_unneeded(ins[0], terms[0], needed_after(0) | set())
+    acc, t = sum_unneeded(ins[0], terms[0], needed_after(0))
     for k in range(1, len(ins)):
         needed = needed_after(k)
         b, tb = sum_unneeded(ins[k], terms[k], needed | set(t))

@@ -288,21 +288,15 @@ def _slice_scatter(c: Context, a: dict) -> Any:
     return c.out("concat", [p for p in (parts[0], src, parts[1]) if p is not None], axis=axis)
 
 
-def _fill(c: Context, a: dict) -> Any:
-    """fill.Scalar, fill.Tensor (a functional program's x[...] = v): `value` over self's
-    shape, in self's dtype."""
-    shape, value = c.shape(a["self"]), a["value"]
-    v = cast(c, value, c.dtype(a["self"]))
-    if isinstance(v, Const):
-        return c.derive(v, np.broadcast_to(v.array, shape), "filled")
-    return c.out("expand", [v], shape=shape) if c.shape(v) != shape else v
-
-
-def _copy(c: Context, a: dict) -> Any:
-    """copy.default (a functional program's x.copy_(src)): src broadcast to self's shape, in
-    self's dtype."""
-    shape, src = c.shape(a["self"]), cast(c, a["src"], c.dtype(a["self"]))
-    return c.out("expand", [src], shape=shape) if c.shape(src) != shape else src
+def _written(key: str) -> Converter:
+    """fill.Scalar, fill.Tensor ("value") and copy.default ("src"): a functional program's
+    x[...] = v and x.copy_(v), v broadcast to self's shape in self's dtype."""
+    def convert(c: Context, a: dict) -> Any:
+        shape, v = c.shape(a["self"]), cast(c, a[key], c.dtype(a["self"]))
+        if isinstance(v, Const):
+            return c.derive(v, np.broadcast_to(v.array, shape), "filled")
+        return c.out("expand", [v], shape=shape) if c.shape(v) != shape else v
+    return convert
 
 
 # aten operators (and their in-place forms) that are one canonical unary operator
@@ -360,6 +354,6 @@ ATEN: dict[str, Converter] = {
     **each("roll.default", _roll),
     **each("einsum.default", lambda c, a: einsum(c, str(a["equation"]), list(a["tensors"]))),
     **each("slice_scatter.default select_scatter.default", _slice_scatter),
-    **each("fill.Scalar fill.Tensor", _fill),
-    **each("copy.default", _copy),
+    **each("fill.Scalar fill.Tensor", _written("value")),
+    **each("copy.default", _written("src")),
 }

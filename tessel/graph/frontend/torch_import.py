@@ -64,9 +64,7 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     name = name or type(module).__name__
-    program = _export(module, tuple(example_inputs))
-    if lost_write(program.graph) is not None:
-        program = functional(program)
+    program = functional(_export(module, tuple(example_inputs)))
     try:
         return Importer.of_program(program, name).run()
     except UnsupportedOpError as first:
@@ -81,8 +79,11 @@ def from_torch(module: Any, example_inputs: tuple[Any, ...], name: str | None = 
 
 
 def functional(program: Any) -> Any:
-    """The program with its in-place operators made functional (a write into a slice becomes
-    slice_scatter) and nothing else decomposed."""
+    """The program, or where it writes through a view whose storage is read afterwards
+    (`lost_write`) the program with its in-place operators made functional (a write into a
+    slice becomes slice_scatter) and nothing else decomposed."""
+    if lost_write(program.graph) is None:
+        return program
     try:
         return program.run_decompositions({})
     except Exception as e:  # noqa: BLE001  torch raises many types

@@ -195,8 +195,8 @@ def blocked_conv(x: te.Tensor, w: te.Tensor, a: Attrs, name: str, shape: tuple[i
     depthwise = a["groups"] != 1 and w.shape[4] == 1
     # a grouped conv's output block o reads the input blocks of its group
     per_group = w.shape[0] // a["groups"] if a["groups"] != 1 and not depthwise else None
-    _, cob, _, _, ib = x.shape
-    cob = w.shape[1]  # (the input blocks one output block reads: all, or its group's)
+    ib = x.shape[4]
+    cob = w.shape[1]  # the input blocks one output block reads: all, or its group's
     kh, kw = w.shape[2], w.shape[3]
     padded = pad_tensor(x, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0),
                         pad_value, ("n", "c", "h", "w", "b"), name=f"{name}_pad")

@@ -6,7 +6,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from tessel.extras import require
-from tessel.graph.frontend.torch_import import functional, lost_write
+from tessel.graph.frontend.torch_import import functional
 from tessel.graph.ir import GraphError, check
 from tessel.graph.torch_backend.options import BackendOptions, say
 from tessel.graph.torch_backend.split import Split
@@ -79,8 +79,7 @@ class TesselGraph:
                 f"runs in PyTorch")
             return self.gm.forward
         try:
-            if lost_write(program.graph) is not None:  # (a write into a slice: slice_scatter)
-                program = functional(program)
+            program = functional(program)  # (a write into a slice: slice_scatter)
             return Split(program, args, self.constant, _name(self.gm)).build(self.options)
         except Exception as e:  # noqa: BLE001  eager runs it: so must torch.compile
             if self.options.strict:

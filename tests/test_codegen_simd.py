@@ -237,6 +237,25 @@ def test_select_with_in_bounds_branches_is_blended(cache_dir):
     assert "tessel_f32x8_select(" in generate_c(func, AVX2)
 
 
+def test_select_in_a_fused_loop_is_blended(cache_dir):
+    """Rows of a fused loop (f // 3, f % 3: a softmax's exponentials inside its rows): the
+    select's branches load in bounds for every f < 6, which the proof sees through the
+    division and the modulo (affine.Bounded); it was left to omp simd."""
+    A, O = Buffer("A", (2, 3, 16)), Buffer("O", (2, 3, 16))
+    f, j, vi, vj, vk = Var("f"), Var("j"), Var("vi"), Var("vj"), Var("vk")
+    x = A[vi, vj, vk]
+    value = ir.select(x < 0.0, const(0.0), x * 2.0)
+    block = make_block("O", [IterVar(vi, 2), IterVar(vj, 3), IterVar(vk, 16)],
+                       BufferStore(O, value, (vi, vj, vk)))
+    func = make_func("rows", (A, O), nest([(f, 6, "serial"), (j, 16, "vectorized")],
+                                          realize(block, [f // 3, f % 3, j])))
+    a = np.random.default_rng(1).standard_normal((2, 3, 16)).astype(np.float32)
+    np.testing.assert_array_equal(run(func, cache_dir, a).reshape(2, 3, 16),
+                                  np.where(a < 0, 0, a * 2))
+    source = generate_c(func, AVX2)
+    assert "tessel_f32x8_select(" in source and "omp simd" not in source
+
+
 def padding(n):
     """P[i] = A[i - 1] inside, 0 in the one-element border: the untaken branch of the select
     reads A[-1] and A[n], which must never be touched."""
@@ -405,8 +424,15 @@ def test_lane_independent_store_falls_back(cache_dir):
     assert "every lane stores to the same element of O" in generate_c(func, AVX2)
 
 
-def test_varying_predicate_runs_full_vectors_and_guards_the_edge(cache_dir):
-    """j split by 8 over N = 13: the second tile's predicate fails for some lanes."""
+def _kernel(source: str, name: str) -> str:
+    """The C of kernel `name` alone (the entry points after it check allocations with ifs)."""
+    return source.split(f"static int32_t {name}(")[1].split("\n}\n")[0]
+
+
+def test_split_tail_is_peeled_into_narrower_vectors(cache_dir):
+    """j split by 8 over N = 13: the first tile runs whole, the guarded last one is peeled
+    (tessel.codegen.passes.peel) into the 5 lanes its guard admits: a 4-lane vector and
+    one scalar, no guard left."""
     N = 13
     A, O = Buffer("A", (N,)), Buffer("O", (N,))
     j0, j1, vj = Var("j_0"), Var("j_1"), Var("vj")
@@ -416,8 +442,41 @@ def test_varying_predicate_runs_full_vectors_and_guards_the_edge(cache_dir):
     a = rand(N)
     np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
     source = generate_c(func, AVX2)
-    # affine predicate: checked in the first and the last lane only
-    assert "if (j_0 * 8 < 13 && j_0 * 8 + 7 < 13) {" in source
+    assert "tessel_f32x8_store(&O[0]" in source and "tessel_f32x4_store(&O[8]" in source
+    assert "O[12] = A[12] * 3.0f;" in source and "if (" not in _kernel(source, "edge")
+
+
+def test_peeled_loop_runs_its_full_vectors_unguarded(cache_dir):
+    """A split that leaves 188 tiles of 8 over 1500 (a softmax row): 187 unguarded vector
+    iterations in a loop, then 4 lanes, where the guard was checked in every tile."""
+    N = 1500
+    A, O = Buffer("A", (N,)), Buffer("O", (N,))
+    j0, j1, vj = Var("j_0"), Var("j_1"), Var("vj")
+    block = make_block("O", [IterVar(vj, N)], BufferStore(O, A[vj] * 3.0, (vj,)))
+    body = realize(block, [j0 * 8 + j1], predicate=j0 * 8 + j1 < N)
+    func = make_func("rows", (A, O), nest([(j0, 188, "serial"), (j1, 8, "vectorized")], body))
+    a = rand(N)
+    np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
+    source = generate_c(func, AVX2)
+    assert "for (int32_t j_0 = 0; j_0 < 187; ++j_0)" in source
+    assert "tessel_f32x4_store(&O[1496]" in source
+    assert "if (" not in _kernel(source, "rows")
+
+
+def test_varying_predicate_runs_full_vectors_and_guards_the_edge(cache_dir):
+    """A guard that depends on a loop outside the split (k): not peeled; checked at run
+    time in the first and the last lane, the vector code where both hold."""
+    N = 13
+    A, O = Buffer("A", (N,)), Buffer("O", (N,))
+    k, j0, j1, vj = Var("k"), Var("j_0"), Var("j_1"), Var("vj")
+    block = make_block("O", [IterVar(vj, N)], BufferStore(O, A[vj] * 3.0, (vj,)))
+    body = realize(block, [j0 * 8 + j1], predicate=j0 * 8 + j1 + k < N)
+    func = make_func("edge", (A, O), nest([(k, 2, "serial"), (j0, 2, "serial"),
+                                           (j1, 8, "vectorized")], body))
+    a = rand(N)
+    np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
+    source = generate_c(func, AVX2)
+    assert "if (j_0 * 8 + k < 13 && j_0 * 8 + 7 + k < 13) {" in source
     assert "} else {" in source and "tessel_f32x8_store(&O[j_0 * 8]" in source
 
 

@@ -146,7 +146,7 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1
     if not spatial and not tiles and _tensorized(design):  # one intrinsic call does it all
         return [_categoricals(design, TENSORIZED_UNROLL)]
     if not spatial:
-        return [] if tiles else _rowwise(design, cores, shape)
+        return [] if tiles else _rowwise(design, shape)
     unroll = TENSORIZED_UNROLL if _tensorized(design) else UNROLL
     fixed = {**_categoricals(design, unroll),
              **{s: _reduce_tile(e, _cap(design, s, REDUCE_INNER)) for s, e in reduce}}
@@ -331,28 +331,21 @@ def _reduce_tile(extent: int, cap: int) -> tuple[int, int]:
     return (extent // inner, inner)
 
 
-def _rowwise(design: Trace, cores: int = 1,
-             shape: tuple | None = None) -> list[dict[int, Any]]:
+def _rowwise(design: Trace, shape: tuple | None = None) -> list[dict[int, Any]]:
     """For a design that tiles nothing but places stages (a softmax's maximum, exponentials,
     sum and quotient; a layer norm's mean, variance and output): every stage computed inside
     one loop over the leading axes of the output of `shape` (a matrix without it), the rows in
-    parallel, unrolled by UNROLL. First inside the outermost loop whose loops above it give
-    PARALLEL_TASKS tasks a core, then inside the loop over rows (the one above the last axis)
-    and outward from there (where that one is not a legal place: the next sets). The
-    outermost loop alone held BERT's softmax of (1, 12, 128, 128) on one thread (its extent
-    is 1): 0.55 ms, 0.1 ms inside the rows; inside the 12 heads (each row's maximum and sum a
-    chain of dependent scalar steps, which rows overlap there: 128-wide rows on a 2-core Xeon
-    290 -> 76 us a call; ViT's 197-wide 786 -> 179)."""
+    parallel: first inside the loop over rows (the one above the last axis), then outward
+    from there (where that one is not a legal place: the next sets). Inside the rows, a
+    row's intermediates stay in L1 however long the rows are; placed in a loop over heads,
+    a head's exponentials went through memory (Whisper's 6 x 1500 x 1500 scores: 11.7 ms a
+    call inside the heads, 6.7 inside the rows; BERT's 12 x 512 x 512 3.35 and 1.13; at
+    128 and 197 columns the same; 2-core Xeon, 2026-11-28)."""
     sites = [s for s in design.sampling_sites() if _is_location(design, s)]
     if not sites:
         return []
     rank = len(shape) if shape is not None else 2
     depths = list(range(max(rank - 2, 0), -1, -1))
-    first = None if shape is None else next(
-        (d for d in reversed(depths)
-         if math.prod(int(e) for e in shape[:d + 1]) >= PARALLEL_TASKS * cores), None)
-    if first is not None:
-        depths = [first] + [d for d in depths if d != first]
     return [{**_categoricals(design), **{s: depth for s in sites}} for depth in depths]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from tessel.codegen.lowered import LoweredFunc, SourceTooLarge
 from tessel.codegen.passes.blocks import lower_blocks
 from tessel.codegen.passes.compact import compact_buffers
+from tessel.codegen.passes.peel import peel_tails
 from tessel.codegen.passes.prefetch import prefetch_streams
 from tessel.codegen.passes.reductions import vectorize_reductions
 from tessel.codegen.passes.registers import promote_registers
@@ -19,13 +20,14 @@ from tessel.target import Target
 def lower_kernel(func: PrimFunc, target: Target, *,
                  max_unroll_step: int | None = None,
                  max_nodes: int | None = None) -> LoweredFunc:
-    """`func` lowered for a CPU target: vector reductions, blocks, unrolling, vectorization,
-    register promotion, software prefetch. `max_unroll_step` caps the auto-unroll
-    annotations (None: none).
+    """`func` lowered for a CPU target: vector reductions, blocks, unrolling, peeled vector
+    tails, vectorization, register promotion, software prefetch. `max_unroll_step` caps the
+    auto-unroll annotations (None: none).
     With `max_nodes`, an unrolled body of more IR nodes raises SourceTooLarge before it is
     vectorized (generate_c's budget: vectorizing a body it then refuses took most of a cold
     compile)."""
-    unrolled = unroll(lower_blocks(vectorize_reductions(func, target)), max_unroll_step)
+    unrolled = peel_tails(unroll(lower_blocks(vectorize_reductions(func, target)),
+                                 max_unroll_step))
     if max_nodes is not None:
         _check_nodes(unrolled, max_nodes)
     return prefetch_streams(promote_registers(vectorize(unrolled, target)))
@@ -51,4 +53,5 @@ def _check_nodes(func: LoweredFunc, max_nodes: int) -> None:
 
 
 __all__ = ["lower_kernel", "compact_buffers", "lower_blocks", "vectorize_reductions", "unroll",
-           "vectorize", "promote_registers", "prefetch_streams", "NotVectorizable"]
+           "peel_tails", "vectorize", "promote_registers", "prefetch_streams",
+           "NotVectorizable"]

@@ -112,7 +112,34 @@ def linear(e: Expr, env: Env, ranges: Ranges | None = None) -> Lin | None:
         out = _linear_binop(e, env, ranges or {})
         if out is not None:
             return out
-    return None if varies(e, env) else Lin.atom(atom_key(e))
+    if varies(e, env):
+        return None
+    return Lin.atom(_quotient_atom(e, env, ranges or {}) or atom_key(e))
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounded:
+    """The atom of a uniform floor division or modulo by a constant that does not simplify
+    (the head and the row of a fused loop `i // 197`, `i % 197`), with the range it takes:
+    bounds proofs see through it."""
+
+    key: object
+    lo: int
+    hi: int
+
+
+def _quotient_atom(e: Expr, env: Env, ranges: Ranges) -> Bounded | None:
+    if not (isinstance(e, BinOp) and e.op in ("//", "%") and is_positive_const(e.b)):
+        return None
+    span = None
+    a = linear(e.a, env, ranges)
+    if a is not None:
+        span = interval(a, ranges)
+    if span is None or span[0] < 0:
+        return None
+    d = e.b.value
+    lo, hi = (span[0] // d, span[1] // d) if e.op == "//" else (0, min(d - 1, span[1]))
+    return Bounded(atom_key(e), lo, hi)
 
 
 def _linear_binop(e: BinOp, env: Env, ranges: Ranges) -> Lin | None:
@@ -142,9 +169,12 @@ def interval(form: Lin, ranges: Ranges) -> tuple[int, int] | None:
     """[lo, hi] of an affine form over atoms with known ranges; None if an atom has none."""
     lo = hi = form.const
     for a, c in form.terms.items():
-        if a not in ranges:
+        if isinstance(a, Bounded):
+            r0, r1 = a.lo, a.hi
+        elif a in ranges:
+            r0, r1 = ranges[a]
+        else:
             return None
-        r0, r1 = ranges[a]
         lo, hi = lo + min(c * r0, c * r1), hi + max(c * r0, c * r1)
     return lo, hi
 

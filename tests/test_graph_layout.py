@@ -273,7 +273,8 @@ def test_grouped_convolutions_compile_and_match(target):
 
 def test_1d_convolutions_run_blocked_as_2d_ones():
     """wav2vec 2.0's feature encoder (stride, GELU between) and positional convolution (16
-    groups, padded, dilated here), Whisper's stem: blocked as 2-d ones of height 1."""
+    groups, padded, dilated here), Whisper's stem: blocked as 2-d ones of height 1; the GELU
+    between them runs on the blocked value (it had the first one's output converted back)."""
     rng = np.random.default_rng(10)
     g = Graph("audio")
     x = g.add_input("x", (1, 3, 41))
@@ -287,6 +288,8 @@ def test_1d_convolutions_run_blocked_as_2d_ones():
     g.set_outputs([a, b])
     blocked = block_layouts(g, 16)
     assert blocked.op_counts()["conv_blocked"] == 2 and "conv" not in blocked.op_counts()
+    gelu = next(n for n in blocked.nodes if n.op == "gelu")
+    assert len(blocked.types[gelu.output].shape) == 5
     feeds = [rng.standard_normal((1, 3, 41)).astype("float32")]
     _close(run_graph(blocked, feeds), run_graph(g, feeds))
     _close(tessel.compile_model(g, layout="blocked")(*feeds), run_graph(g, feeds))

@@ -90,8 +90,24 @@ def block_layouts(graph: Graph, lanes: int, pad: bool = True, whole_int8: int = 
 def convs_1d_as_2d(graph: Graph) -> Graph:
     """Each float 1-d convolution with a constant weight as a 2-d one of height 1 between two
     views, (N, C, L) -> (N, C, 1, L) -> (N, O, 1, L') -> (N, O, L'), so that it runs blocked
-    (wav2vec 2.0's feature encoder and 128-tap positional convolution, Whisper's stem)."""
+    (wav2vec 2.0's feature encoder and 128-tap positional convolution, Whisper's stem). A
+    unary elementwise operator on such a view runs on the 2-d value, and a convolution that
+    reads one reads the 2-d value: between two convolutions (Whisper's conv, GELU, conv) the
+    activation stays 2-d and blocked, where the view had it converted back to plain channels
+    and the second convolution read single-channel blocks (9.7 ms a call, 137 GFLOP/s)."""
+    flat: dict[str, str] = {}  # an (N, C, L) view made here -> the (N, C, 1, L) value
+
+    def view(new: Graph, value: str, output: str) -> str:
+        out = new.add_node("reshape", [value], output=output, shape=graph.types[output].shape)
+        flat[out] = value
+        return out
+
     def rewrite(new: Graph, node: Node, inputs: list[str]) -> str | None:
+        op = OPS[node.op]
+        if op.kind == "elemwise" and op.n_inputs == (1, 1) and inputs[0] in flat:
+            y = new.add_node(node.op, [flat[inputs[0]]], name=node.name,
+                             output=fresh_name(graph, new, f"{node.output}_2d"), **node.attrs)
+            return view(new, y, node.output)
         if node.op != "conv":
             return None
         x, w, *bias = inputs
@@ -99,15 +115,14 @@ def convs_1d_as_2d(graph: Graph) -> Graph:
                 new.types[x].dtype != "float32":
             return None
         (n, c, length), a = new.types[x].shape, node.attrs
-        x2 = new.add_node("reshape", [x], output=fresh_name(graph, new, f"{x}_2d"),
-                          shape=(n, c, 1, length))
+        x2 = flat.get(x) or new.add_node("reshape", [x], output=fresh_name(graph, new, f"{x}_2d"),
+                                         shape=(n, c, 1, length))
         w2 = new.add_constant(fresh_name(graph, new, f"{w}_2d"), new.constants[w][:, :, None, :])
         y = new.add_node("conv", [x2, w2, *bias], name=node.name,
                          output=fresh_name(graph, new, f"{node.output}_2d"),
                          strides=(1, *a["strides"]), dilations=(1, *a["dilations"]),
                          pads=(0, a["pads"][0], 0, a["pads"][1]), groups=a["groups"])
-        return new.add_node("reshape", [y], output=node.output,
-                            shape=graph.types[node.output].shape)
+        return view(new, y, node.output)
 
     return rebuild(graph, rewrite)
 

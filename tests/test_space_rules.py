@@ -86,6 +86,25 @@ def test_auto_inline_removes_transposes_of_tbg():
     assert [b.name for b in ir.blocks(sch.func.body)][1:] == ["C"]
 
 
+def test_auto_inline_puts_an_elementwise_producer_into_its_consumer():
+    """A layout change read by a transpose (ConvNeXt's blocked channels to channels-last):
+    the producer goes into the transpose, whose loops walk the output (channels innermost:
+    contiguous stores, each 16 of them one contiguous load), where the transpose folded
+    into the producer kept the producer's loops (stores 96 apart, lane by lane)."""
+    te = tessel.te
+    x = te.placeholder((1, 6, 5, 7, 16), "float32", name="x")
+    plain = te.compute((1, 96, 5, 7), lambda n, c, h, w: x[n, c // 16, h, w, c % 16],
+                       name="from_blocked")
+    out = te.compute((1, 5, 7, 96), lambda n, h, w, c: plain[n, c, h, w], name="transpose")
+    sch = RuleSpace([AutoInline()]).generate(te.create_func([x, out], name="nhwc"))[0]
+    assert [b.name for b in ir.blocks(sch.func.body)][1:] == ["transpose"]
+    loops = sch.get_loops(sch.get_block("transpose"))
+    assert sch.get(loops[-1]).extent == 96
+    # an epilogue of a reduction still goes into its producer
+    sch = RuleSpace([AutoInline()]).generate(small("TBG"))[0]
+    assert [b.name for b in ir.blocks(sch.func.body)][1:] == ["C"]
+
+
 def test_auto_inline_keeps_a_costly_producer_of_two_consumers_for_compute_location():
     # softmax's exp feeds the row sum and the output: inlined, each computes it again
     func = small("SFM")

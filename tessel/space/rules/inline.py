@@ -17,6 +17,11 @@ INLINE_RULE = "meta_schedule.inline_rule"
 class AutoInline:
     """`into_consumer`: compute_inline a spatial single-store block (transposes, exp, ...);
     `into_producer`: otherwise reverse_compute_inline it (epilogues such as bias add, ReLU).
+    With both, a block whose one producer only moves data (its value one load: a layout
+    change, a copy) takes the producer in (compute_inline of the producer) rather than going
+    into it: blocks are visited consumers first, and the loops had followed the producer's
+    domain. (A producer that computes keeps its loops: a Winograd output transform's
+    straight-line formulas per tile, a requantizing epilogue's casts.)
     Blocks whose value branches on its indices (padding) are left to RandomComputeLocation
     unless `allow_if_then_else`, as MetaSchedule does on CPUs; a branch on data values
     (round half to even, sign, where) inlines like any arithmetic.
@@ -37,14 +42,21 @@ class AutoInline:
     keep_shared_calls: bool = True
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        node = sch.get(block)
-        if is_reduction(node) or not isinstance(node.body, BufferStore) or \
-                node.init is not None or node.annotations.get(INLINE_RULE) == "disable":
+        if not self.inlinable(sch, block):
             return [sch]
-        if not self.allow_if_then_else and has_condition(node):
-            return [sch]
-        if self.keep_shared_calls and calls_math(node) and len(sch.get_consumers(block)) > 1:
-            return [sch]
+        if self.into_producer and self.into_consumer:
+            # a data-moving producer goes into this block rather than this block into it:
+            # the loops then walk this block's output (a layout change fused with a transpose,
+            # ConvNeXt's blocked-to-channels-last: stores 96 apart lane by lane, the loads
+            # contiguous, were the producer's loops kept)
+            producers = sch.get_producers(block)
+            if len(producers) == 1 and self.inlinable(sch, producers[0]) and \
+                    isinstance(sch.get(producers[0]).body.value, ir.BufferLoad):
+                try:
+                    sch.compute_inline(producers[0])
+                    return [sch]
+                except ScheduleError:
+                    pass
         for wanted, primitive in ((self.into_consumer, sch.compute_inline),
                                   (self.into_producer, sch.reverse_compute_inline)):
             if not wanted:
@@ -55,6 +67,17 @@ class AutoInline:
             except ScheduleError:
                 continue
         return [sch]
+
+    def inlinable(self, sch: Schedule, block: BlockRV) -> bool:
+        """Whether this rule inlines `block` one way or the other (see the class docstring)."""
+        node = sch.get(block)
+        if is_reduction(node) or not isinstance(node.body, BufferStore) or \
+                node.init is not None or node.annotations.get(INLINE_RULE) == "disable":
+            return False
+        if not self.allow_if_then_else and has_condition(node):
+            return False
+        return not (self.keep_shared_calls and calls_math(node)
+                    and len(sch.get_consumers(block)) > 1)
 
 
 def has_condition(block: Block) -> bool:

@@ -48,13 +48,13 @@ def _peel(s: For) -> Stmt | None:
     before_last = {o: (0, last - 1), lane: (0, inner.extent - 1)}
     if any(interval(f, before_last)[1] >= 0 for f in forms):
         return None
-    # the last iteration: each conjunct `k * lane + c < 0` with k > 0 admits lanes < -c / k
+    # the last iteration: each conjunct `k * lane + c < 0` with k > 0 admits a prefix
     width = inner.extent
     for f in forms:
         k, c = f.terms.get(lane, 0), f.const + f.terms.get(o, 0) * last
         if k <= 0:
             return None
-        width = min(width, max(0, -(c // k) if c % k == 0 else -(c // k)))
+        width = min(width, max(0, -(c // k)))  # the lanes below -c / k
     unguarded = seq(*(guard.then_case if p is guard else p for p in parts))
     main = For(o, last, For(lane, inner.extent, unguarded, inner.kind, inner.thread,
                             dict(inner.annotations)), s.kind, s.thread, dict(s.annotations))

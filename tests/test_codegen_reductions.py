@@ -47,6 +47,35 @@ def test_softmax_rows_reduce_in_vectors(cache_dir, target, M, vectors, tail):
         np.testing.assert_allclose(out, reference.softmax(x), rtol=2e-6, atol=1e-7)
 
 
+@ISA_PRESETS
+def test_a_vector_accumulator_folds_as_a_tree_and_keeps_nans(cache_dir, target):
+    """The lanes of the maximum's and the sum's vectors go into the scalar in log2(lanes)
+    whole-vector steps (tessel.codegen.passes.lanes), not lane by lane; a NaN anywhere in a
+    row, in any lane or in the tail, is the row's maximum (so its softmax is NaN), and the
+    rows without one match numpy."""
+    lanes = target.vector_lanes("float32")
+    M, N = 2 * lanes + 4, 3 * lanes + 5
+    func = ops.softmax(M, N)
+    source = generate_c(func, target)
+    assert f"{_vector(target)}_fold_max(" in source and f"{_vector(target)}_fold_sum(" in source
+    assert "_lanes_0[1]" not in source  # no lane read one at a time
+    if runs_here(target):
+        x = rand(M, N) * 4
+        nan_at = [(r, r % N) for r in range(0, M, 3)] + [(1, N - 1)]
+        for r, c in nan_at:
+            x[r, c] = np.nan
+        out = np.zeros((M, N), np.float32)
+        build(func, target, cache_dir=cache_dir)(x, out)
+        nan_rows = sorted({r for r, _ in nan_at})
+        assert np.isnan(out[nan_rows]).all()
+        rest = [r for r in range(M) if r not in nan_rows]
+        np.testing.assert_allclose(out[rest], reference.softmax(x[rest]), rtol=2e-6, atol=1e-7)
+
+
+def _vector(target):
+    return f"tessel_f32x{target.vector_lanes('float32')}"
+
+
 @pytest.mark.parametrize("M, N, K", [(3, 5, 37), (4, 7, 64)])
 def test_unscheduled_dense_becomes_vector_dot_products(cache_dir, M, N, K):
     """data[i, k] * weight[j, k]: both contiguous in k, with the init of the block first."""

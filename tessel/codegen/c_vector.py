@@ -9,7 +9,7 @@ from __future__ import annotations
 from tessel.codegen.c_expr import (C_TYPES, PRIMARY, TERNARY, ExprPrinter, Names, is_number,
                                    number_first)
 from tessel import intrin
-from tessel.codegen.lowered import (Broadcast, Lanes, MaskOf, Ramp, Register, VectorCall,
+from tessel.codegen.lowered import (Broadcast, LaneFold, Lanes, MaskOf, Ramp, Register, VectorCall,
                                     VectorCast, VectorIntrin, VectorLoad, VectorOp, lanes_of,
                                     mask_of)
 from tessel.codegen.passes.vectorize import MASK_DTYPE, VECTOR_DTYPES
@@ -121,6 +121,10 @@ class KernelExprs(ExprPrinter):
             return f"{load}(&{self.element(first.buffer, first.indices)})", PRIMARY
         items = ", ".join(self(v) for v in e.values)
         return f"(({self.type_of(e.dtype, e.lanes)}){{{items}}})", PRIMARY
+
+    def _lanefold(self, e: LaneFold) -> tuple[str, int]:
+        fold = self.type_of(e.dtype, lanes_of(e.value), f"fold_{_FOLD_NAMES[e.op]}")
+        return f"{fold}({self(e.value)})", PRIMARY
 
     def _register(self, e: Register) -> tuple[str, int]:
         name = self.registers[(id(e.buffer), e.start)]
@@ -268,7 +272,26 @@ def _sigmoid_source(width: int) -> str:
 
 
 _NEEDS = {"min": ("select",), "max": ("select",), "load_s2": ("load",),  # helpers' helpers
-          "exp": ("splat",), "sigmoid": ("exp", "splat")}
+          "exp": ("splat",), "sigmoid": ("exp", "splat"), "fold_max": ("max",),
+          "fold_min": ("min",)}
+_FOLD_NAMES = {"+": "sum", "max": "max", "min": "min"}  # LaneFold's op -> its helper's name
+
+
+def _fold_source(dtype: str, width: int, name: str) -> str:
+    """All `width` lanes combined by `name` (sum, max, min) into lane 0 in log2(width) steps:
+    the vector and itself rotated by half the remaining width (LaneFold)."""
+    t, m, elem = vtype(dtype, width), vtype(MASK_DTYPE[dtype], width), C_TYPES[dtype]
+    lines = [f"static inline {elem} {t}_fold_{name}({t} v) {{"]
+    half = width // 2
+    while half:
+        order = ", ".join(str((k + half) % width) for k in range(width))
+        rotated = (f"__builtin_shufflevector(v, v, {order})",
+                   f"__builtin_shuffle(v, ({m}){{{order}}})")
+        step = [f"v + {r}" if name == "sum" else f"{t}_{name}(v, {r})" for r in rotated]
+        lines += ["#if defined(__clang__)", f"    v = {step[0]};", "#else",
+                  f"    v = {step[1]};", "#endif"]
+        half //= 2
+    return "\n".join(lines + ["    return v[0];", "}"])
 _SHUFFLED_WIDTHS = (2, 4, 8, 16)  # strided loads of these widths are two loads and a shuffle
 
 
@@ -310,12 +333,15 @@ def vector_source(used: set[tuple[str, int, str]]) -> str:
     used = set(used) | {(d, w, need) for d, w, fn in used for need in _NEEDS.get(fn, ())}
     types = {(d, w) for d, w, _ in used if w}  # width 0: a memory intrinsic, no vector type
     types |= {(MASK_DTYPE[d], w) for d, w, fn in used
-              if fn in ("select", "min", "max", "load_s2", "exp")}
+              if fn in ("select", "min", "max", "load_s2", "exp", "fold_sum", "fold_max",
+                        "fold_min")}
     order = sorted(types, key=lambda t: (t[0].startswith("float"), t))
     lines = [line for d, w in order for line in _type_source(d, w)]
     fns = ("load", "store", "splat", "select", "min", "max")
     lines += [_function_source(d, w, fn) for d, w in order for fn in fns if (d, w, fn) in used]
     lines += [_load_s2(d, w) for d, w in order if (d, w, "load_s2") in used]
+    lines += [_fold_source(d, w, name) for d, w in order for name in _FOLD_NAMES.values()
+              if (d, w, f"fold_{name}") in used]
     rounding = [(d, w, fn) for d, w in order for fn in _X86_MODE if (d, w, fn) in used]
     if any((d, w) in _X86_ROUND for d, w, _ in rounding):
         lines.insert(0, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>"

@@ -247,6 +247,16 @@ class Register(Expr):
         return self.slot_lanes if self.lane is None else 1
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class LaneFold(Expr):
+    """All lanes of a vector combined by `op` (+, max, min) into one scalar, as a tree of
+    log2(lanes) vector steps (tessel.codegen.passes.lanes)."""
+
+    op: str
+    value: Expr
+    dtype: str
+
+
 VECTOR_NODES = (Broadcast, Ramp, VectorLoad, VectorOp, VectorCast, VectorCall, VectorIntrin, Lanes,
                 MaskOf)
 
@@ -290,6 +300,8 @@ class _Writer(StmtPrinter):
             return f"lanes({', '.join(self.e(v) for v in x.values)})"
         if isinstance(x, MaskOf):
             return f"mask<{x.mask}x{x.lanes}>({self.e(x.value)})"
+        if isinstance(x, LaneFold):
+            return f"fold_{x.op}({self.e(x.value)})"
         if isinstance(x, Register):
             lane = "" if x.lane is None else f"[{x.lane}]"
             return f"%{self.names(x.buffer)}_{x.start}{lane}"

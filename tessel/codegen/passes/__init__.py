@@ -7,6 +7,7 @@ from __future__ import annotations
 from tessel.codegen.lowered import LoweredFunc, SourceTooLarge
 from tessel.codegen.passes.blocks import lower_blocks
 from tessel.codegen.passes.compact import compact_buffers
+from tessel.codegen.passes.lanes import fold_lanes
 from tessel.codegen.passes.peel import peel_tails
 from tessel.codegen.passes.prefetch import prefetch_streams
 from tessel.codegen.passes.reductions import vectorize_reductions
@@ -21,8 +22,8 @@ def lower_kernel(func: PrimFunc, target: Target, *,
                  max_unroll_step: int | None = None,
                  max_nodes: int | None = None) -> LoweredFunc:
     """`func` lowered for a CPU target: vector reductions, blocks, unrolling, peeled vector
-    tails, vectorization, register promotion, software prefetch. `max_unroll_step` caps the
-    auto-unroll annotations (None: none).
+    tails, vectorization, register promotion, lanes folded as trees, software prefetch.
+    `max_unroll_step` caps the auto-unroll annotations (None: none).
     With `max_nodes`, an unrolled body of more IR nodes raises SourceTooLarge before it is
     vectorized (generate_c's budget: vectorizing a body it then refuses took most of a cold
     compile)."""
@@ -30,7 +31,7 @@ def lower_kernel(func: PrimFunc, target: Target, *,
                                  max_unroll_step))
     if max_nodes is not None:
         _check_nodes(unrolled, max_nodes)
-    return prefetch_streams(promote_registers(vectorize(unrolled, target)))
+    return prefetch_streams(fold_lanes(promote_registers(vectorize(unrolled, target))))
 
 
 class _Over(Exception):
@@ -53,5 +54,5 @@ def _check_nodes(func: LoweredFunc, max_nodes: int) -> None:
 
 
 __all__ = ["lower_kernel", "compact_buffers", "lower_blocks", "vectorize_reductions", "unroll",
-           "peel_tails", "vectorize", "promote_registers", "prefetch_streams",
+           "peel_tails", "vectorize", "promote_registers", "fold_lanes", "prefetch_streams",
            "NotVectorizable"]

@@ -13,7 +13,7 @@ loop becomes
     racc[0:L] = identity                      # L lanes of the target's vector width
     for ko in range(n // L):
         for l in vectorized(L): racc[l] = max(racc[l], f(ko * L + l))
-    for l in range(L): acc[i] = max(acc[i], racc[l])
+    for l in unrolled(L): acc[i] = max(acc[i], racc[l])   # a tree: passes/lanes.py
     for kt in range(n % L): acc[i] = max(acc[i], f(n // L * L + kt))
 
 with `racc` a local buffer the writer keeps in a vector register. Sums are reassociated (as
@@ -95,8 +95,9 @@ def _rewrite_loop(s: For, target: Target) -> Stmt | None:
     at_lane = substitute(value, {k: ko * lanes + l1})
     stmts.append(For(ko, full, For(l1, lanes, BufferStore(
         rf, _combine(op, BufferLoad(rf, (l1,), dtype), at_lane), (l1,)), kind="vectorized")))
-    stmts.append(For(l2, lanes, BufferStore(
-        acc, _combine(op, BufferLoad(acc, idx, dtype), BufferLoad(rf, (l2,), dtype)), idx)))
+    stmts.append(For(l2, lanes, BufferStore(  # unrolled: its lanes fold as a tree (lanes.py)
+        acc, _combine(op, BufferLoad(acc, idx, dtype), BufferLoad(rf, (l2,), dtype)), idx),
+        kind="unrolled"))
     if s.extent % lanes:
         tail = substitute(value, {k: kt + full * lanes})
         stmts.append(For(kt, s.extent % lanes, BufferStore(

@@ -429,17 +429,25 @@ def _kernel(source: str, name: str) -> str:
     return source.split(f"static int32_t {name}(")[1].split("\n}\n")[0]
 
 
+def _tripled(name, n, tiles, k=None):
+    """O = 3 A over n elements, the loop split into `tiles` tiles of 8 under the guard
+    j_0 * 8 + j_1 (+ k, a loop of 2 outside the split, when given) < n."""
+    A, O = Buffer("A", (n,)), Buffer("O", (n,))
+    j0, j1, vj = Var("j_0"), Var("j_1"), Var("vj")
+    block = make_block("O", [IterVar(vj, n)], BufferStore(O, A[vj] * 3.0, (vj,)))
+    index = j0 * 8 + j1
+    guard = (index if k is None else index + k) < n
+    loops = ([] if k is None else [(k, 2, "serial")]) + [(j0, tiles, "serial"),
+                                                         (j1, 8, "vectorized")]
+    return make_func(name, (A, O), nest(loops, realize(block, [index], predicate=guard)))
+
+
 def test_split_tail_is_peeled_into_narrower_vectors(cache_dir):
     """j split by 8 over N = 13: the first tile runs whole, the guarded last one is peeled
     (tessel.codegen.passes.peel) into the 5 lanes its guard admits: a 4-lane vector and
     one scalar, no guard left."""
-    N = 13
-    A, O = Buffer("A", (N,)), Buffer("O", (N,))
-    j0, j1, vj = Var("j_0"), Var("j_1"), Var("vj")
-    block = make_block("O", [IterVar(vj, N)], BufferStore(O, A[vj] * 3.0, (vj,)))
-    body = realize(block, [j0 * 8 + j1], predicate=j0 * 8 + j1 < N)
-    func = make_func("edge", (A, O), nest([(j0, 2, "serial"), (j1, 8, "vectorized")], body))
-    a = rand(N)
+    func = _tripled("edge", 13, 2)
+    a = rand(13)
     np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
     source = generate_c(func, AVX2)
     assert "tessel_f32x8_store(&O[0]" in source and "tessel_f32x4_store(&O[8]" in source
@@ -449,13 +457,8 @@ def test_split_tail_is_peeled_into_narrower_vectors(cache_dir):
 def test_peeled_loop_runs_its_full_vectors_unguarded(cache_dir):
     """A split that leaves 188 tiles of 8 over 1500 (a softmax row): 187 unguarded vector
     iterations in a loop, then 4 lanes, where the guard was checked in every tile."""
-    N = 1500
-    A, O = Buffer("A", (N,)), Buffer("O", (N,))
-    j0, j1, vj = Var("j_0"), Var("j_1"), Var("vj")
-    block = make_block("O", [IterVar(vj, N)], BufferStore(O, A[vj] * 3.0, (vj,)))
-    body = realize(block, [j0 * 8 + j1], predicate=j0 * 8 + j1 < N)
-    func = make_func("rows", (A, O), nest([(j0, 188, "serial"), (j1, 8, "vectorized")], body))
-    a = rand(N)
+    func = _tripled("rows", 1500, 188)
+    a = rand(1500)
     np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
     source = generate_c(func, AVX2)
     assert "for (int32_t j_0 = 0; j_0 < 187; ++j_0)" in source
@@ -466,14 +469,8 @@ def test_peeled_loop_runs_its_full_vectors_unguarded(cache_dir):
 def test_varying_predicate_runs_full_vectors_and_guards_the_edge(cache_dir):
     """A guard that depends on a loop outside the split (k): not peeled; checked at run
     time in the first and the last lane, the vector code where both hold."""
-    N = 13
-    A, O = Buffer("A", (N,)), Buffer("O", (N,))
-    k, j0, j1, vj = Var("k"), Var("j_0"), Var("j_1"), Var("vj")
-    block = make_block("O", [IterVar(vj, N)], BufferStore(O, A[vj] * 3.0, (vj,)))
-    body = realize(block, [j0 * 8 + j1], predicate=j0 * 8 + j1 + k < N)
-    func = make_func("edge", (A, O), nest([(k, 2, "serial"), (j0, 2, "serial"),
-                                           (j1, 8, "vectorized")], body))
-    a = rand(N)
+    func = _tripled("edge", 13, 2, k=Var("k"))
+    a = rand(13)
     np.testing.assert_array_equal(run(func, cache_dir, a), a * 3)
     source = generate_c(func, AVX2)
     assert "if (j_0 * 8 + k < 13 && j_0 * 8 + 7 + k < 13) {" in source

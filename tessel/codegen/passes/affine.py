@@ -112,9 +112,7 @@ def linear(e: Expr, env: Env, ranges: Ranges | None = None) -> Lin | None:
         out = _linear_binop(e, env, ranges or {})
         if out is not None:
             return out
-    if varies(e, env):
-        return None
-    return Lin.atom(_quotient_atom(e, env, ranges or {}) or atom_key(e))
+    return None if varies(e, env) else Lin.atom(atom_key(e))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,18 +126,14 @@ class Bounded:
     hi: int
 
 
-def _quotient_atom(e: Expr, env: Env, ranges: Ranges) -> Bounded | None:
-    if not (isinstance(e, BinOp) and e.op in ("//", "%") and is_positive_const(e.b)):
-        return None
-    span = None
-    a = linear(e.a, env, ranges)
-    if a is not None:
-        span = interval(a, ranges)
+def _quotient_atom(e: BinOp, a: Lin, d: int, ranges: Ranges) -> Lin | None:
+    """`e` = a // d or a % d that does not simplify, as a Bounded atom when a is uniform
+    (no lane term) and its range known and nonnegative; None otherwise."""
+    span = interval(a, ranges) if a.lane == 0 else None
     if span is None or span[0] < 0:
         return None
-    d = e.b.value
     lo, hi = (span[0] // d, span[1] // d) if e.op == "//" else (0, min(d - 1, span[1]))
-    return Bounded(atom_key(e), lo, hi)
+    return Lin.atom(Bounded(atom_key(e), lo, hi))
 
 
 def _linear_binop(e: BinOp, env: Env, ranges: Ranges) -> Lin | None:
@@ -161,7 +155,7 @@ def _linear_binop(e: BinOp, env: Env, ranges: Ranges) -> Lin | None:
     if not r.is_const:
         span = interval(r, ranges)
         if span is None or span[0] < 0 or span[1] >= d:
-            return None
+            return _quotient_atom(e, a, d, ranges)
     return q if e.op == "//" else r
 
 

@@ -290,11 +290,11 @@ def _time_source(call: str, buffers: Sequence[tuple[str, int, int]], threads: in
 
     tessel_time_in_model (its extra argument: the bytes of the last-level cache): the same,
     but each call is timed alone, after the caches were put in the state a model leaves them
-    in (tessel.ir.MEASURE): a sweep over a buffer the size of the last-level cache by all
-    `threads` evicts whatever the kernel used before (its weights, its output, its scratch
-    buffers), `buffers` ((C pointer, bytes, planes): everything the kernel's arguments hold;
-    planes 0 for all but the activation inputs) that are not activations are also flushed
-    from every level, and the activation inputs are read and written by the threads as the
+    in (tessel.ir.MEASURE): a sweep over a buffer the size of the last-level cache (at most
+    32 MB: codegen.module.sweep_bytes) by all `threads` evicts whatever the kernel used
+    before (its scratch buffers, the private caches), `buffers` ((C pointer, bytes, planes):
+    everything the kernel's arguments hold; planes 0 for all but the activation inputs) that
+    are not activations are also flushed from every level, and the activation inputs are read and written by the threads as the
     kernel before it in the model has just written them: each thread its contiguous share of
     each of the buffer's `planes` equal parts (more than one when the model's kernels split
     their work by rows, PrimFunc.partition: the batch and channel blocks of NCHW[x]c)."""

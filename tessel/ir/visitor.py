@@ -38,24 +38,55 @@ def _node_fields(cls: type) -> tuple[str, ...]:
 
 def children(node: Any) -> Iterator[Any]:
     """The direct child nodes of `node`, in field order."""
-    if isinstance(node, Buffer):
-        return
-    for name in _node_fields(type(node)):
+    return iter(_children(node))
+
+
+def _children(node: Any) -> list[Any]:
+    names = _NODE_FIELDS.get(type(node))
+    if names is None:
+        names = () if isinstance(node, Buffer) else _node_fields(type(node))
+    out = []
+    for name in names:
         value = getattr(node, name)
         if isinstance(value, NODE_TYPES):
-            yield value
-        elif isinstance(value, tuple):
-            yield from (v for v in value if isinstance(v, NODE_TYPES))
+            out.append(value)
+        elif type(value) is tuple:
+            out.extend([v for v in value if isinstance(v, NODE_TYPES)])
+    return out
+
+
+def _stmt_children(node: Any) -> list[Any]:
+    """The direct children of `node` that are statements (a statement's never are elsewhere)."""
+    names = _NODE_FIELDS.get(type(node))
+    if names is None:
+        names = () if isinstance(node, Buffer) else _node_fields(type(node))
+    out = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, Stmt):
+            out.append(value)
+        elif type(value) is tuple:
+            out.extend([v for v in value if isinstance(v, Stmt)])
+    return out
 
 
 def walk(node: Any, fn: Callable[[Any], bool | None]) -> None:
     """Call fn on every node, parents first. If fn returns False, skip that node's children."""
+    _walk(node, fn, _children)
+
+
+def _walk(node: Any, fn: Callable[[Any], bool | None],
+          kids: Callable[[Any], list[Any]]) -> None:
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         if fn(n) is False:
             continue
-        stack.extend(reversed(list(children(n))))
+        below = kids(n)
+        if below:
+            below.reverse()
+            extend(below)
 
 
 def transform(node: Any, fn: Callable[[Any], Any],
@@ -185,14 +216,7 @@ def collect_stmts(node: Any, kind: type | tuple[type, ...]) -> list[Any]:
     """As collect, for statement kinds: does not look inside expressions, regions and
     iteration variables, where no statement can be."""
     found: list[Any] = []
-
-    def visit(n: Any) -> bool | None:
-        if n is not node and not isinstance(n, Stmt):
-            return False
-        if isinstance(n, kind):
-            found.append(n)
-        return None
-    walk(node, visit)
+    _walk(node, lambda n: found.append(n) if isinstance(n, kind) else None, _stmt_children)
     return found
 
 

@@ -294,10 +294,11 @@ def _time_source(call: str, buffers: Sequence[tuple[str, int, int]], threads: in
     32 MB: codegen.module.sweep_bytes) by all `threads` evicts whatever the kernel used
     before (its scratch buffers, the private caches), `buffers` ((C pointer, bytes, planes):
     everything the kernel's arguments hold; planes 0 for all but the activation inputs) that
-    are not activations are also flushed from every level, and the activation inputs are read and written by the threads as the
-    kernel before it in the model has just written them: each thread its contiguous share of
-    each of the buffer's `planes` equal parts (more than one when the model's kernels split
-    their work by rows, PrimFunc.partition: the batch and channel blocks of NCHW[x]c)."""
+    are not activations are also flushed from every level, and the activation inputs are
+    read and written by the threads as the kernel before it in the model has just written
+    them: each thread its contiguous share of each of the buffer's `planes` equal parts (more
+    than one when the model's kernels split their work by rows, PrimFunc.partition: the batch
+    and channel blocks of NCHW[x]c)."""
     first = [*setup, "    if (status == 0) {", f"        status = {call};  // warm-up", "    }"] \
         if setup else [f"    int32_t status = {call};  // warm-up"]
     elapsed = ["secs += (double)(stop.tv_sec - start.tv_sec)",

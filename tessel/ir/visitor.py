@@ -29,10 +29,11 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 
 def _node_fields(cls: type) -> tuple[str, ...]:
-    """The fields of `cls` that may hold nodes (by their annotation; unknown ones count)."""
+    """The fields of `cls` that may hold nodes (by their annotation; unknown ones count); a
+    buffer has none (buffers are leaves)."""
     if cls not in _NODE_FIELDS:
-        _NODE_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)
-                                  if str(f.type) not in _LEAF_ANNOTATIONS)
+        _NODE_FIELDS[cls] = () if issubclass(cls, Buffer) else tuple(
+            f.name for f in dataclasses.fields(cls) if str(f.type) not in _LEAF_ANNOTATIONS)
     return _NODE_FIELDS[cls]
 
 
@@ -41,33 +42,25 @@ def children(node: Any) -> Iterator[Any]:
     return iter(_children(node))
 
 
-def _children(node: Any) -> list[Any]:
-    names = _NODE_FIELDS.get(type(node))
-    if names is None:
-        names = () if isinstance(node, Buffer) else _node_fields(type(node))
-    out = []
-    for name in names:
-        value = getattr(node, name)
-        if isinstance(value, NODE_TYPES):
-            out.append(value)
-        elif type(value) is tuple:
-            out.extend([v for v in value if isinstance(v, NODE_TYPES)])
-    return out
+def _lister(kinds: type | tuple[type, ...]) -> Callable[[Any], list[Any]]:
+    """A function listing a node's direct children that are `kinds`, in field order."""
+    def listed(node: Any) -> list[Any]:
+        names = _NODE_FIELDS.get(type(node))
+        if names is None:
+            names = _node_fields(type(node))
+        out = []
+        for name in names:
+            value = getattr(node, name)
+            if isinstance(value, kinds):
+                out.append(value)
+            elif type(value) is tuple:
+                out.extend([v for v in value if isinstance(v, kinds)])
+        return out
+    return listed
 
 
-def _stmt_children(node: Any) -> list[Any]:
-    """The direct children of `node` that are statements (a statement's never are elsewhere)."""
-    names = _NODE_FIELDS.get(type(node))
-    if names is None:
-        names = () if isinstance(node, Buffer) else _node_fields(type(node))
-    out = []
-    for name in names:
-        value = getattr(node, name)
-        if isinstance(value, Stmt):
-            out.append(value)
-        elif type(value) is tuple:
-            out.extend([v for v in value if isinstance(v, Stmt)])
-    return out
+_children = _lister(NODE_TYPES)
+_stmt_children = _lister(Stmt)  # a statement's statements are never inside its expressions
 
 
 def walk(node: Any, fn: Callable[[Any], bool | None]) -> None:

@@ -23,7 +23,7 @@ from tessel.target import Target
 
 _ARGS = ctypes.POINTER(ctypes.c_void_p)
 IN_MODEL_MAX_NUMBER = 8  # calls per batch timed in_model at most: each has a cache sweep first
-SWEEP_MAX_BYTES = 32 << 20  # the sweep's bytes at most (and for a target that does not say)
+SWEEP_MAX_BYTES = 32 << 20  # the sweep's bytes at most
 
 
 def sweep_bytes(target: Target) -> int:
@@ -34,7 +34,7 @@ def sweep_bytes(target: Target) -> int:
     a large server's) took 72 ms to sweep before each call, 1.8 s of a candidate's 1.9 s,
     where 32 MB ordered the priors of seven MobileNet-v2 kernels the same but for ties
     within the noise (2026-11-28)."""
-    return min(target.l3_bytes or SWEEP_MAX_BYTES, SWEEP_MAX_BYTES)
+    return min(target.l3_bytes, SWEEP_MAX_BYTES)
 
 
 _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (as in TVM)

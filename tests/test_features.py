@@ -65,6 +65,20 @@ def test_features_ignore_names_and_are_deterministic(name):
     assert np.all(np.isfinite(v1)) and np.any(v1 != 0)
 
 
+@pytest.mark.parametrize("name", PROGRAM_SETS)
+def test_a_programs_features_are_computed_once_and_read_only(name, monkeypatch):
+    func = make_matmul(16, 20, 9)
+    prog = tiled(func, cache=True, vectorize=True).func
+    calls = []
+    compute = features.FEATURES[name]
+    monkeypatch.setitem(features.FEATURES, name, lambda f: calls.append(f) or compute(f))
+    first = features.featurize(name, prog)
+    assert features.featurize(name, MeasureCandidate(func, prog)) is first and len(calls) == 1
+    assert np.array_equal(first, compute(prog)) and not first.flags.writeable
+    features.featurize(name, tiled(func).func)  # another program object: computed
+    assert len(calls) == 2
+
+
 def test_different_schedules_give_different_features():
     func = make_matmul(16, 16, 16)
     plain, vec = tiled(func), tiled(func, vectorize=True)

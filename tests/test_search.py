@@ -126,7 +126,8 @@ def test_model_based_search_beats_random_search_at_equal_trials():
     for seed in range(2):
         assert best("annealing", seed) <= best("random", seed)
         assert best("evolutionary", seed) <= best("random", seed)
-    assert best("evolutionary", 0) == pytest.approx(1e-3)  # the optimum
+    # the optimum in 24 trials: 580 of 640 seeds (2026-11-28); one seed would be luck
+    assert sum(best("evolutionary", seed) == pytest.approx(1e-3) for seed in range(20)) >= 15
 
 
 def test_annealing_batches_are_diverse():

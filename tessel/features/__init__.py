@@ -27,7 +27,7 @@ from tessel.features.knobs import knob
 from tessel.features.loop_context import flat, itervar, loop_tree
 from tessel.features.relation import curve
 from tessel.features.store import per_store
-from tessel.features.walker import analyze
+from tessel.features.walker import analyze, vector
 from tessel.ir import PrimFunc
 
 FEATURES: dict[str, Callable[[PrimFunc], np.ndarray]] = {
@@ -73,7 +73,7 @@ def featurize(name: str, item: Any) -> np.ndarray:
         return CANDIDATE_FEATURES[name](item)
     if name not in FEATURES:
         raise FeatureError(f"unknown feature set {name!r}; known: {list(NAMES)}")
-    return FEATURES[name](_func(item))
+    return vector(_func(item), name, FEATURES[name])
 
 
 def extract(name: str, items: Sequence[Any]) -> np.ndarray:

@@ -15,6 +15,7 @@ import numpy as np
 
 from tessel.features import store
 from tessel.features.analysis import check
+from tessel.features.walker import vector
 from tessel.ir import PrimFunc
 
 WIDTH = 2 * store.WIDTH
@@ -36,5 +37,5 @@ def relative(candidate: object) -> np.ndarray:
     check(isinstance(workload, PrimFunc) and isinstance(func, PrimFunc),
           "relative features need a candidate with its workload and program; got "
           f"{type(candidate).__name__}")
-    own = store.per_store(func)
+    own = vector(func, "per_store", store.per_store)
     return np.concatenate([own, own - baseline(workload)])

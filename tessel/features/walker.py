@@ -6,6 +6,7 @@ candidate walks it once.
 from __future__ import annotations
 
 import weakref
+from typing import Callable
 
 import numpy as np
 
@@ -18,6 +19,25 @@ from tessel.ir import (DTYPE_BITS, REDUCE, BinOp, BlockRealize, Buffer, BufferLo
 _nest_cache: "weakref.WeakKeyDictionary[PrimFunc, Nest]" = weakref.WeakKeyDictionary()
 # id(store) -> (store, [(buffer, flattened index form, is_write)], op counts)
 _store_cache: dict[int, tuple[BufferStore, list, np.ndarray]] = {}
+
+
+_vectors: "weakref.WeakKeyDictionary[PrimFunc, dict[str, np.ndarray]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def vector(func: PrimFunc, name: str, compute: Callable[[PrimFunc], np.ndarray]
+           ) -> np.ndarray:
+    """`compute(func)`, the feature set `name` of the program: computed once per func object
+    (the IR is immutable; a search scores a population's programs each generation, and a
+    transfer model encodes each twice), read-only."""
+    vecs = _vectors.get(func)
+    if vecs is None:
+        vecs = _vectors[func] = {}
+    vec = vecs.get(name)
+    if vec is None:
+        vec = vecs[name] = np.asarray(compute(func))
+        vec.setflags(write=False)
+    return vec
 
 
 def analyze(func: PrimFunc) -> Nest:

@@ -68,7 +68,7 @@ class AnnealingSearch(SearchStrategy):
         unchanged = 0
         for step in range(self.max_steps):
             temp = (t0 - (t0 - t1) * step / max(1, self.max_steps)) * scale
-            moves = [self.mutate(s) for s in self.chains]
+            moves = self.mutate_many(self.chains)
             idx = [k for k, m in enumerate(moves) if m is not None]
             new_scores = self.score([moves[k] for k in idx])
             for k, s in zip(idx, new_scores):
@@ -84,11 +84,8 @@ class AnnealingSearch(SearchStrategy):
     def _refill_chains(self) -> None:
         starts = self.best_measured(self.n_chains // 2) if not self.chains else []
         self.chains += starts[: self.n_chains - len(self.chains)]
-        while len(self.chains) < self.n_chains:
-            sch = self.sample()
-            if sch is None:
-                break
-            self.chains.append(sch)
+        fresh = self.sample_many(self.n_chains - len(self.chains))
+        self.chains += [p for p in fresh if p is not None]
 
     def _offer(self, top: dict, batch: list[Proposal], scores, keep: int) -> bool:
         """Add unproposed programs to the top-`keep` set; True if it changed."""

@@ -14,15 +14,21 @@ when it cannot find anything new (the space is exhausted for it).
 A Proposal pairs the trace (replayable in the space: what the database stores and mutators
 change) with the program to build: the trace's schedule after the postprocessors, which also
 reject invalid programs before anything is built.
+
+A strategy's programs are made by its `Proposer` from jobs (a trace to mutate, or none for a
+random sample, and a seed drawn from the strategy's generator): `sample_many` and
+`mutate_many` hand a generation's jobs to the strategy's search workers when it has them
+(tessel.search.workers, one process per core) and make the same programs here when not.
 """
 from __future__ import annotations
 
+import functools
 import math
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +39,9 @@ from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.schedule import Schedule, ScheduleError, Trace, transplant
 from tessel.space import MUTATORS, Mutator, Postproc, SearchSpace, postprocess
 from tessel.space.priors import prior_schedules
+
+if TYPE_CHECKING:
+    from tessel.search.workers import SearchWorkers
 
 MAX_SAMPLE_TRIES = 8  # per wanted sample, before a strategy calls the space exhausted
 # How often each mutator is picked: MetaSchedule's CPU defaults, with a sixth of the tile-size
@@ -54,9 +63,80 @@ class Proposal:
     def candidate(self, workload: PrimFunc) -> MeasureCandidate:
         return MeasureCandidate(workload, self.func, self.trace, self.knobs)
 
+    @functools.cached_property
+    def key(self) -> str:
+        """The program's structural hash (computed once; a search worker sends it along)."""
+        return structural_hash(self.func)
+
 
 def program_key(p: Proposal | Schedule) -> str:
-    return structural_hash(p.func)
+    return p.key if isinstance(p, Proposal) else structural_hash(p.func)
+
+
+# What a search worker makes one program from: a random sample (trace None) or a mutant of
+# the trace, with a generator seeded by the seed alone
+Job = tuple[Trace | None, int]
+
+
+@dataclass(frozen=True)
+class Proposer:
+    """What makes programs of one workload in a space, without any search state: sampling,
+    replaying, mutating, postprocessing. Picklable (a search worker holds strategies'
+    Proposers: tessel.search.workers); a job's program depends on the job alone."""
+    space: SearchSpace
+    workload: PrimFunc
+    postprocs: tuple[Postproc, ...] = ()
+    mutators: tuple[tuple[Mutator, float], ...] = ()
+
+    def make(self, job: Job) -> Proposal | None:
+        trace, seed = job
+        rng = random.Random(seed)
+        p = self.sample(rng) if trace is None else self.mutate(trace, rng)
+        if p is not None:
+            _ = p.key  # hashed where it is made
+        return p
+
+    def finalize(self, sch: Schedule | None) -> Proposal | None:
+        if sch is None:
+            return None
+        final = sch
+        if self.postprocs:
+            final = postprocess(sch, self.postprocs)
+            if final is None:
+                return None
+        return Proposal(sch.trace, final.func, self.knobs(sch.trace))
+
+    def knobs(self, trace: Trace) -> tuple[Any, ...] | None:
+        try:
+            config = self.space.config_of(self.workload, trace)
+        except ValueError:
+            return None
+        return config.choices if config is not None else None
+
+    def replay(self, trace: Trace) -> Proposal | None:
+        try:
+            return self.finalize(self.space.replay(self.workload, trace))
+        except (ScheduleError, ValueError):
+            return None
+
+    def sample(self, rng: random.Random) -> Proposal | None:
+        for _ in range(MAX_SAMPLE_TRIES):
+            try:
+                p = self.finalize(self.space.sample(self.workload, rng))
+            except (ScheduleError, ValueError):
+                return None
+            if p is not None:
+                return p
+        return None
+
+    def mutate(self, trace: Trace, rng: random.Random) -> Proposal | None:
+        try:
+            n = self.space.mutate(self.workload, trace, rng, self.mutators, self.postprocs)
+        except (ScheduleError, ValueError):
+            return None
+        if n is None:
+            return None
+        return Proposal(n.schedule.trace, n.final.func, self.knobs(n.schedule.trace))
 
 
 class SearchStrategy(ABC):
@@ -74,6 +154,8 @@ class SearchStrategy(ABC):
         self.measured: list[tuple[Proposal, float]] = []  # (proposal, mean seconds; inf: error)
         self.transplants: list[Proposal] = []  # other shapes' best programs (carry_over)
         self.mutators = _mutators(mutator_probs or MUTATOR_PROBS)
+        self.workers: SearchWorkers | None = None  # processes that make programs (make)
+        self._priors: list[Proposal] | None = None  # priors(), made once
 
     # ---- the interface ----
 
@@ -117,6 +199,12 @@ class SearchStrategy(ABC):
 
     # ---- shared helpers ----
 
+    @property
+    def proposer(self) -> "Proposer":
+        """What makes this strategy's programs (sampling, replaying, mutating,
+        postprocessing): the part a search worker runs."""
+        return Proposer(self.space, self.workload, tuple(self.postprocs), tuple(self.mutators))
+
     def transplant(self, trace: Trace) -> Proposal | None:
         """The proposal a trace recorded on another shape of the workload makes of this one,
         or None."""
@@ -128,59 +216,53 @@ class SearchStrategy(ABC):
     def finalize(self, sch: Schedule | None) -> Proposal | None:
         """The proposal of a schedule: its postprocessed program (None if a postprocessor
         rejects it), and its knobs when the space is a template."""
-        if sch is None:
-            return None
-        final = sch
-        if self.postprocs:
-            final = postprocess(sch, self.postprocs)
-            if final is None:
-                return None
-        return Proposal(sch.trace, final.func, self._knobs(sch.trace))
-
-    def _knobs(self, trace: Trace) -> tuple[Any, ...] | None:
-        try:
-            config = self.space.config_of(self.workload, trace)
-        except ValueError:
-            return None
-        return config.choices if config is not None else None
+        return self.proposer.finalize(sch)
 
     def replay(self, trace: Trace) -> Proposal | None:
-        try:
-            return self.finalize(self.space.replay(self.workload, trace))
-        except (ScheduleError, ValueError):
-            return None
+        return self.proposer.replay(trace)
 
     def sample(self) -> Proposal | None:
         """A random valid member of the space, or None when the space gives nothing valid."""
-        for _ in range(MAX_SAMPLE_TRIES):
-            try:
-                p = self.finalize(self.space.sample(self.workload, self.rng))
-            except (ScheduleError, ValueError):
-                return None
-            if p is not None:
-                return p
-        return None
-
-    def priors(self) -> list[Proposal]:
-        """The space's expert priors (tessel.space.priors): register-blocked programs that a
-        search measures before it has data to learn from."""
-        try:
-            schedules = prior_schedules(self.space, self.workload)
-        except (ScheduleError, ValueError):
-            return []
-        return [p for p in map(self.finalize, schedules) if p is not None]
+        return self.make([(None, self._seed())])[0]
 
     def mutate(self, p: Proposal) -> Proposal | None:
         """A valid neighbour of `p` from the space (a template changes one knob; other spaces
         change one decision with a mutator drawn by `mutator_probs`), or None."""
-        try:
-            n = self.space.mutate(self.workload, p.trace, self.rng, self.mutators,
-                                  self.postprocs)
-        except (ScheduleError, ValueError):
-            return None
-        if n is None:
-            return None
-        return Proposal(n.schedule.trace, n.final.func, self._knobs(n.schedule.trace))
+        return self.make([(p.trace, self._seed())])[0]
+
+    def sample_many(self, k: int) -> list[Proposal | None]:
+        """k samples (each None when the space gave nothing valid), made side by side by the
+        search workers when the strategy has them."""
+        return self.make([(None, self._seed()) for _ in range(k)])
+
+    def mutate_many(self, parents: Sequence[Proposal]) -> list[Proposal | None]:
+        """A neighbour of each parent (or None), made side by side as sample_many's."""
+        return self.make([(p.trace, self._seed()) for p in parents])
+
+    def make(self, jobs: Sequence[Job]) -> list[Proposal | None]:
+        """Each job's program (Proposer.make): in the search workers (tessel.search.workers)
+        when the strategy has them and there is more than one, else here; the same programs
+        either way."""
+        if self.workers is not None and len(jobs) > 1:
+            return self.workers.make(self, jobs)
+        proposer = self.proposer
+        return [proposer.make(job) for job in jobs]
+
+    def _seed(self) -> int:
+        """A job's own seed, drawn from the strategy's generator: each program depends on its
+        job alone, wherever it is made."""
+        return self.rng.getrandbits(63)
+
+    def priors(self) -> list[Proposal]:
+        """The space's expert priors (tessel.space.priors): register-blocked programs that a
+        search measures before it has data to learn from (made once)."""
+        if self._priors is None:
+            try:
+                schedules = prior_schedules(self.space, self.workload)
+            except (ScheduleError, ValueError):
+                schedules = []
+            self._priors = [p for p in map(self.finalize, schedules) if p is not None]
+        return list(self._priors)
 
     def take_new(self, candidates: Iterable[Proposal], n: int,
                  taken: set[str] | None = None) -> list[Proposal]:
@@ -199,14 +281,15 @@ class SearchStrategy(ABC):
     def sample_new(self, n: int, make: Callable[[], Proposal | None] | None = None
                    ) -> list[Proposal]:
         """Up to n programs never proposed before, each from `make` (None: it made none this
-        time; default: a fresh random sample), in n * MAX_SAMPLE_TRIES tries at most."""
+        time; default: fresh random samples, made as many at a time as are missing), in
+        n * MAX_SAMPLE_TRIES tries at most."""
         out: list[Proposal] = []
-        for _ in range(n * MAX_SAMPLE_TRIES):
-            if len(out) >= n:
-                break
-            p = (make or self.sample)()
-            if p is not None:
-                out += self.take_new([p], 1)
+        tries = n * MAX_SAMPLE_TRIES
+        while len(out) < n and tries > 0:
+            k = 1 if make is not None else min(n - len(out), tries)
+            made = [make()] if make is not None else self.sample_many(k)
+            tries -= k
+            out += self.take_new([p for p in made if p is not None], n - len(out))
         return out
 
     def best_measured(self, k: int) -> list[Proposal]:

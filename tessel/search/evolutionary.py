@@ -93,8 +93,7 @@ class EvolutionarySearch(SearchStrategy):
             best = self.best_measured(int(self.population * self.init_measured_ratio))
         carried = [p for key, p in self._carry if key not in self.seen]
         best += carried[:int(self.population * self.carry_ratio)]
-        fresh = [s for s in (self.sample() for _ in range(self.population - len(best)))
-                 if s is not None]
+        fresh = [s for s in self.sample_many(self.population - len(best)) if s is not None]
         return best + fresh
 
     def _score(self, pop: list[Proposal], pool: dict[str, tuple[float, Proposal]]) -> np.ndarray:
@@ -107,11 +106,9 @@ class EvolutionarySearch(SearchStrategy):
         ranks = np.argsort(np.argsort(-scores))  # 0 = best
         weights = 1.0 / (1.0 + ranks)
         parents = self.rng.choices(pop, weights=weights.tolist(), k=self.population)
-        children = []
-        for parent in parents:
-            if self.rng.random() < self.mutate_prob:
-                child = self.mutate(parent)
-                children.append(child if child is not None else parent)
-            else:
-                children.append(parent)
+        mutated = [k for k in range(len(parents)) if self.rng.random() < self.mutate_prob]
+        children = list(parents)
+        for k, child in zip(mutated, self.mutate_many([parents[k] for k in mutated])):
+            if child is not None:
+                children[k] = child
         return children

@@ -42,6 +42,7 @@ class Neighbour(NamedTuple):
 
 MAX_SAMPLE_TRIES = 16  # random draws per sample() before giving up
 MAX_MUTANTS = 4096  # replayed mutants a space remembers (SearchSpace.mutants)
+_CACHES = ("_designs", "_last_key", "_mutants", "_replays")  # SearchSpace._clear_caches
 
 
 class SpaceError(TesselError, ValueError):
@@ -76,10 +77,21 @@ class SearchSpace(ABC):
     name = "space"
 
     def __init__(self) -> None:
+        self._clear_caches()
+
+    def _clear_caches(self) -> None:
         self._designs: dict[str, list[Trace]] = {}
         self._last_key: tuple[PrimFunc, str] | None = None
         self._mutants: tuple[PrimFunc | None, tuple, dict[str, Neighbour | None]] = (None, (), {})
         self._replays: ReplayCache | None = None
+
+    def __getstate__(self) -> dict:
+        """A space's caches are not part of it: a copy (a search worker's) starts without."""
+        return {k: v for k, v in self.__dict__.items() if k not in _CACHES}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._clear_caches()
 
     @abstractmethod
     def generate(self, func: PrimFunc, seed: int = 0) -> list[Schedule]:

@@ -43,8 +43,9 @@ from tessel.measure import Builder, LocalBuilder, LocalRunner, MeasureResult, Ru
 from tessel.schedule import Trace
 from tessel.search import MODEL_BASED, Proposal, SearchStrategy, make_strategy
 from tessel.search.base import program_key
+from tessel.search.workers import SearchWorkers
 from tessel.space import SpaceLike, make_space, postprocs_for
-from tessel.target import Target, as_target
+from tessel.target import Target, as_target, count_cores
 from tessel.tuning.args import check, check_args, check_func
 from tessel.tuning.best import TuneError
 from tessel.tuning.callbacks import MeasureCallback, default_callbacks, update_model
@@ -108,6 +109,7 @@ class TuneRun:
     callbacks: list[MeasureCallback] = field(default_factory=list)
     knowledge: list[Database] = field(default_factory=list)  # other databases to learn from
     carried: bool = False  # whether the nearest tasks' programs were offered (_carry_over)
+    workers: SearchWorkers | None = None  # the search processes the run gave its strategy
 
 
 def tune(func: PrimFunc, target: Target | str | None = None, trials: int = 64, *,
@@ -192,7 +194,7 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
             return _tune_rounds(runs, before, rounds, rerun_top, progress, stop, callbacks)
     finally:
         _close_knowledge(runs[0].knowledge, transfer_from)
-        _close_owned(runs[0], builder, runner, database)
+        _close_owned(runs[0], builder, runner, database, runs)
 
 
 def check_tune_tasks_args(target: Target, trials: int, **options: object) -> None:
@@ -278,8 +280,14 @@ def _make_runs(tasks: Sequence[Task], space: SpaceLike, strategy: str | SearchSt
     searches = [_make_strategy(task, space, strategy, model, seed + k, options)
                 for k, task in enumerate(tasks)]
     builder, runner, db = _parts(tasks[0].target, builder, runner, database)
-    return [TuneRun(task, search, model, db, builder, runner, _label(search))
+    runs = [TuneRun(task, search, model, db, builder, runner, _label(search))
             for task, search in zip(tasks, searches)]
+    if count_cores() >= 2:  # the strategies make their programs on every core
+        workers = SearchWorkers()
+        for run in runs:
+            if run.strategy.workers is None:  # (a strategy given with its own keeps them)
+                run.strategy.workers = run.workers = workers
+    return runs
 
 
 def _make_strategy(task: Task, space: SpaceLike, strategy: str | SearchStrategy,
@@ -356,9 +364,14 @@ def _carry_over(run: TuneRun) -> None:
 
 
 def _close_owned(run: TuneRun, builder: Builder | None, runner: Runner | None,
-                 database: str | Path | Database | None) -> None:
+                 database: str | Path | Database | None,
+                 runs: Sequence[TuneRun] = ()) -> None:
     """Close the builder, runner and database that tune() made itself (not those it was
-    given)."""
+    given), and the search workers it gave `runs`' strategies (taken back from them)."""
+    for each in runs or [run]:
+        if each.workers is not None:
+            each.strategy.workers = None
+            each.workers.close()
     for given, made in ((builder, run.builder), (runner, run.runner)):
         if given is None:
             made.close()

@@ -6,7 +6,7 @@ import pytest
 
 from tessel import TesselError, ir, te
 from tessel.codegen import Module, build, compiler
-from tessel.codegen.module import KernelSequence
+from tessel.codegen.module import IN_MODEL_MAX_NUMBER, KernelSequence, calibrate
 from tessel.codegen.passes.blocks import STACK_LIMIT_BYTES
 from tessel.ir import Buffer, BufferStore, For, IterVar, Var, const, realize
 from tessel.arith import block_regions
@@ -206,3 +206,20 @@ def test_a_failing_kernel_stops_the_sequence_and_is_named(tmp_path):
         seq()
     np.testing.assert_array_equal(c, a + b)  # ran before the failure
     assert not d.any()  # never ran
+
+
+def test_calibration_grows_a_batch_to_its_duration_or_to_the_cap():
+    batches = []
+
+    def per_call(n):  # a 30 us kernel
+        batches.append(n)
+        return 30e-6
+    number = calibrate(per_call, 3, 10e-3)
+    assert number * 30e-6 >= 10e-3 and batches[0] == 3 and batches[-1] == number
+    batches.clear()  # timing in_model makes 8 calls a batch at most: no batch of 500 first
+    assert calibrate(per_call, 3, 10e-3, cap=IN_MODEL_MAX_NUMBER) == IN_MODEL_MAX_NUMBER
+    assert batches == [3]
+    batches.clear()  # a slow kernel reaches the duration below the cap, as without one
+    assert calibrate(lambda n: batches.append(n) or 4e-3, 1, 10e-3, cap=8) == \
+        calibrate(lambda n: 4e-3, 1, 10e-3)
+    assert max(batches) < 8

@@ -41,15 +41,19 @@ _GROWTH = 1.618  # how fast `number` grows while calibrating for min_repeat_ms (
 _MAX_NUMBER = 2**31 - 1
 
 
-def calibrate(time_batch: Callable[[int], float], number: int, min_secs: float) -> int:
+def calibrate(time_batch: Callable[[int], float], number: int, min_secs: float,
+              cap: int | None = None) -> int:
     """Grow `number` until one batch of that many calls lasts at least `min_secs`
-    (`time_batch(n)`: the seconds per call of a batch of n)."""
-    while number < _MAX_NUMBER:
+    (`time_batch(n)`: the seconds per call of a batch of n), or until it reaches `cap` (the
+    calls a batch will make at most: timing in_model makes IN_MODEL_MAX_NUMBER, so growing
+    further, 500 calls of a 30 us kernel, would only be thrown away)."""
+    cap = _MAX_NUMBER if cap is None else cap
+    while number < cap:
         batch_secs = time_batch(number) * number
         if batch_secs >= min_secs:
             break
         wanted = min_secs / max(batch_secs / number, 1e-9) * _GROWTH
-        number = min(_MAX_NUMBER, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
+        number = min(cap, max(math.ceil(number * _GROWTH), math.ceil(wanted)))
     return number
 
 
@@ -158,7 +162,8 @@ class Module:
         args = self._pack(arrays)
         if min_repeat_ms > 0:
             number = calibrate(lambda n: self._run_timed(args, n, 1)[0], number,
-                               min_repeat_ms / 1e3)
+                               min_repeat_ms / 1e3,
+                               IN_MODEL_MAX_NUMBER if in_model else None)
         return self._run_timed(args, number, repeat, in_model)
 
     def _run_timed(self, args, number: int, repeat: int, in_model: bool = False) -> list[float]:

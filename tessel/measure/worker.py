@@ -242,11 +242,12 @@ class Worker:
             slow = _slower_than(lib, args, limit)
             if slow is not None:
                 return [slow], True
-        number = config["number"]
+        number, in_model = config["number"], config.get("in_model_sweep", 0) > 0
         if config["min_repeat_ms"] > 0:
             number = calibrate(lambda n: _time(lib, args, n, 1)[0], number,
-                               config["min_repeat_ms"] / 1e3)
-        if config.get("in_model_sweep", 0) > 0:
+                               config["min_repeat_ms"] / 1e3,
+                               IN_MODEL_MAX_NUMBER if in_model else None)
+        if in_model:
             return _time_in_model(lib, args, min(number, IN_MODEL_MAX_NUMBER), config["repeat"],
                                   config["in_model_sweep"]), False
         if config["flush_bytes"] > 0:

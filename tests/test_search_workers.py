@@ -54,6 +54,9 @@ def test_workers_make_the_programs_made_here(workers):
     mutants = alone.mutate_many(parents)
     assert sum(m is not None for m in mutants) >= len(parents) // 2
     assert keys(helped.mutate_many(parents)) == keys(mutants)
+    traces = [m.trace for m in mutants if m is not None]  # as a resumed run replays records
+    assert keys(helped.replay_many(traces)) == keys(alone.replay_many(traces)) == \
+        keys([m for m in mutants if m is not None])
     assert workers.failures == 0
     for _ in range(3):  # whole evolutionary rounds: the priors, then evolved batches
         a, b = alone.ask(8), helped.ask(8)
@@ -98,10 +101,11 @@ def test_a_strategy_the_workers_cannot_take_is_served_here(workers):
 
 def test_a_worker_answers_a_proposer_it_cannot_load_with_its_reason():
     blob = b"cno_such_module\nX\n."  # a pickle naming a class of a module it lacks
-    reply = search_worker.handle({"key": "k", "proposer": blob, "jobs": [(None, 1)]})
+    reply = search_worker.handle({"key": "k", "proposer": blob,
+                                  "jobs": [("sample", None, 1)]})
     assert reply["error"] == "proposer" and "no_such_module" in reply["msg"]
     good = search_worker.handle({"key": "g", "proposer": pickle.dumps(strategy().proposer),
-                                 "jobs": [(None, 1), (None, 2)]})
+                                 "jobs": [("sample", None, 1), ("sample", None, 2)]})
     assert isinstance(good, list) and len(good) == 2
 
 
@@ -116,7 +120,8 @@ def test_a_strategy_makes_its_priors_once(monkeypatch):
 
 def test_jobs_of_one_parent_go_out_together():
     a, b = Schedule(FUNC).trace, Schedule(FUNC).trace
-    jobs = [(a, 1), (None, 2), (b, 3), (a, 4), (None, 5), (b, 6)]
+    jobs = [("mutate", a, 1), ("sample", None, 2), ("mutate", b, 3), ("mutate", a, 4),
+            ("sample", None, 5), ("mutate", b, 6)]
     assert search_workers._by_parent(jobs) == [1, 4, 0, 3, 2, 5]
 
 

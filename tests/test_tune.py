@@ -211,6 +211,31 @@ def test_resumed_tasks_give_the_scheduler_their_stored_tuning_curves(tmp_path, m
         assert [b for _, b in replayed] == [min(r.mean_secs for r in records[:n]) for n in ends]
 
 
+def test_a_resumed_model_trains_once_and_retimes_only_what_it_measured(tmp_path,
+                                                                       monkeypatch):
+    """Resuming many tasks trains the shared cost model once on all their records (it
+    trained once per task); a task the second call measures nothing of keeps its stored
+    choice, not re-timed."""
+    from tessel.cost_model.base import CostModel
+    tasks = [Task(ops.matmul(32, 24, 16), TARGET, "a"), Task(ops.matmul(16, 40, 8), TARGET, "b")]
+    kw = dict(cost_model="xgb", database=tmp_path / "r.db", builder=FakeBuilder(),
+              batch_size=4, progress=False, runner=FakeRunner(),
+              strategy_options=SMALL["evolutionary"])
+    tune_tasks(tasks, 16, **kw)
+    updates = []
+    real = CostModel.update
+    monkeypatch.setattr(CostModel, "update", lambda self, cands, results: (
+        updates.append(len({id(c.workload) for c in cands})), real(self, cands, results)))
+    second = tune_tasks(tasks, 20, scheduler="round-robin", **kw)  # one round: to task a
+    assert updates == [2, 1]  # both tasks' records at once, then the one round's
+    stored = [Database(tmp_path / "r.db").records(t.workload, TARGET) for t in tasks]
+    assert sum(map(len, stored)) == 20
+    measured, kept = (second[0], second[1]) if second[0].history else (second[1], second[0])
+    assert len(measured.history) == 4 and not kept.history
+    assert math.isfinite(measured.remeasured_seconds) and math.isnan(kept.remeasured_seconds)
+    assert math.isfinite(kept.best_seconds)
+
+
 def test_apply_best_says_when_nothing_is_tuned(tmp_path):
     func = ops.matmul(8, 8, 8)
     with pytest.warns(UserWarning, match="holds no valid tuning record of matmul"):

@@ -15,10 +15,10 @@ A Proposal pairs the trace (replayable in the space: what the database stores an
 change) with the program to build: the trace's schedule after the postprocessors, which also
 reject invalid programs before anything is built.
 
-A strategy's programs are made by its `Proposer` from jobs (a trace to mutate, or none for a
-random sample, and a seed drawn from the strategy's generator): `sample_many` and
-`mutate_many` hand a generation's jobs to the strategy's search workers when it has them
-(tessel.search.workers, one process per core) and make the same programs here when not.
+A strategy's programs are made by its `Proposer` from jobs (a sample, a mutant of a trace or
+a trace replayed, with a seed drawn from the strategy's generator): `sample_many`,
+`mutate_many` and `replay_many` hand their jobs to the strategy's search workers when it has
+them (tessel.search.workers, one process per core) and make the same programs here when not.
 """
 from __future__ import annotations
 
@@ -73,9 +73,10 @@ def program_key(p: Proposal | Schedule) -> str:
     return p.key if isinstance(p, Proposal) else structural_hash(p.func)
 
 
-# What a search worker makes one program from: a random sample (trace None) or a mutant of
-# the trace, with a generator seeded by the seed alone
-Job = tuple[Trace | None, int]
+# What a search worker makes one program from: ("sample", None, seed) a random sample,
+# ("mutate", trace, seed) a mutant of the trace, each with a generator seeded by the seed
+# alone; ("replay", trace, 0) the trace replayed (a stored record's, when a run resumes)
+Job = tuple[str, Trace | None, int]
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,13 @@ class Proposer:
     mutators: tuple[tuple[Mutator, float], ...] = ()
 
     def make(self, job: Job) -> Proposal | None:
-        trace, seed = job
-        rng = random.Random(seed)
-        p = self.sample(rng) if trace is None else self.mutate(trace, rng)
+        kind, trace, seed = job
+        if kind == "replay":
+            p = self.replay(trace)
+        elif kind == "mutate":
+            p = self.mutate(trace, random.Random(seed))
+        else:
+            p = self.sample(random.Random(seed))
         if p is not None:
             _ = p.key  # hashed where it is made
         return p
@@ -223,21 +228,26 @@ class SearchStrategy(ABC):
 
     def sample(self) -> Proposal | None:
         """A random valid member of the space, or None when the space gives nothing valid."""
-        return self.make([(None, self._seed())])[0]
+        return self.make([("sample", None, self._seed())])[0]
 
     def mutate(self, p: Proposal) -> Proposal | None:
         """A valid neighbour of `p` from the space (a template changes one knob; other spaces
         change one decision with a mutator drawn by `mutator_probs`), or None."""
-        return self.make([(p.trace, self._seed())])[0]
+        return self.make([("mutate", p.trace, self._seed())])[0]
 
     def sample_many(self, k: int) -> list[Proposal | None]:
         """k samples (each None when the space gave nothing valid), made side by side by the
         search workers when the strategy has them."""
-        return self.make([(None, self._seed()) for _ in range(k)])
+        return self.make([("sample", None, self._seed()) for _ in range(k)])
 
     def mutate_many(self, parents: Sequence[Proposal]) -> list[Proposal | None]:
         """A neighbour of each parent (or None), made side by side as sample_many's."""
-        return self.make([(p.trace, self._seed()) for p in parents])
+        return self.make([("mutate", p.trace, self._seed()) for p in parents])
+
+    def replay_many(self, traces: Sequence[Trace]) -> list[Proposal | None]:
+        """Each trace's program (None: it no longer replays), made side by side as
+        sample_many's (a run resuming from a database of thousands of records)."""
+        return self.make([("replay", trace, 0) for trace in traces])
 
     def make(self, jobs: Sequence[Job]) -> list[Proposal | None]:
         """Each job's program (Proposer.make): in the search workers (tessel.search.workers)

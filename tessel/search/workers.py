@@ -7,8 +7,8 @@
 
 Making programs is most of a tuning round: an evolutionary search replays and postprocesses
 about 200 programs (Python) to propose a batch of 16, while the build processes sit idle and
-one core does all of it. A strategy's jobs (tessel.search.base.Job: a trace to mutate, or
-none for a random sample, and a seed) go out in chunks to ``python -m tessel.search.worker``
+one core does all of it. A strategy's jobs (tessel.search.base.Job: a sample, a mutant of a
+trace, a trace replayed; with a seed) go out in chunks to ``python -m tessel.search.worker``
 processes (tessel.measure.child: they never import the user's ``__main__`` and die with the
 tuner); each keeps the Proposers of the strategies it served last, and sends the programs back
 hashed. A program depends on its job alone, so the workers change how fast a batch is made,
@@ -149,10 +149,10 @@ def _by_parent(jobs: Sequence[Job]) -> list[int]:
     process replays a parent's mutants from the schedules its first one left in its caches
     (tessel.schedule.replay), and meets the repeats its memo already holds."""
     first: dict[int, int] = {}
-    for i, (trace, _) in enumerate(jobs):
+    for i, (_, trace, _) in enumerate(jobs):
         first.setdefault(id(trace), i)
-    return sorted(range(len(jobs)), key=lambda i: (jobs[i][0] is not None,
-                                                   first[id(jobs[i][0])], i))
+    return sorted(range(len(jobs)), key=lambda i: (jobs[i][1] is not None,
+                                                   first[id(jobs[i][1])], i))
 
 
 def _here(strategy: SearchStrategy, jobs: Sequence[Job]) -> list[Proposal | None]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 from tessel.database import DatabaseError, TuningRecord
 from tessel.database.jsonl import write_lines
-from tessel.ir import structural_hash
+from tessel.ir import PrimFunc, structural_hash
 from tessel.ir.serialize import to_json
 from tessel.measure import MeasureCandidate, MeasureResult
 from tessel.search import Proposal
@@ -97,13 +97,17 @@ def default_callbacks(bar: TuneProgress) -> list[MeasureCallback]:
 
 
 def update_model(run: "TuneRun", batch: Sequence[Proposal],
-                 results: Sequence[MeasureResult]) -> None:
+                 results: Sequence[MeasureResult],
+                 workloads: Sequence[PrimFunc] | None = None) -> None:
     """Train the cost model on measured programs, leaving out timings taken on a busy
-    machine (they would teach it that good programs are slow)."""
-    kept = [(p, r) for p, r in zip(batch, results) if not r.disturbed]
+    machine (they would teach it that good programs are slow). `workloads`: each program's
+    (default: the run's task's; a resume trains once on the records of every task)."""
+    workloads = workloads or [run.task.workload] * len(batch)
+    kept = [(p.candidate(w), r) for p, r, w in zip(batch, results, workloads)
+            if not r.disturbed]
     if run.model is None or not kept:
         return
-    run.model.update([p.candidate(run.task.workload) for p, _ in kept], [r for _, r in kept])
+    run.model.update([c for c, _ in kept], [r for _, r in kept])
     log.debug("%s: cost model %s updated with %d records", run.task.label,
               type(run.model).__name__, len(kept))
 

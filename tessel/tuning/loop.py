@@ -7,10 +7,12 @@ database and measure callbacks are wired together.
 A run resumes from the database: the trials already stored for this workload and target count
 toward `trials`, warm the cost model and are never proposed again. Runs sharing a database
 share the budget: what the others have stored or are measuring counts too, so asking each for
-`trials` stores `trials` in all. tune() is pipelined: the next batch is proposed while one
-compiles (`_loop`). Every batch is committed as soon as it is measured, so a killed run loses
-at most the batch in flight (and the proposals made meanwhile, never measured). At the end the
-best few programs are measured again and the winner is the best re-measured one.
+`trials` stores `trials` in all. The strategies make their programs (and replay the stored
+ones) in one search process per core (tessel.search.workers), the same programs as made
+here. tune() is pipelined: the next batch is proposed while one compiles (`_loop`). Every
+batch is committed as soon as it is measured, so a killed run loses at most the batch in
+flight (and the proposals made meanwhile, never measured). At the end the best few programs
+are measured again and the winner is the best re-measured one.
 
 Ctrl-C (SIGINT, when tuning runs in the main thread) stops a run after the batch in flight is
 measured and committed, and returns what was found (`TuneResult.interrupted`); a second
@@ -169,11 +171,10 @@ def tune_tasks(tasks: Sequence[Task], trials: int, *, scheduler: str = "gradient
     in all: the task scheduler gives each round of `batch_size` trials to one task. With a
     `time_budget` (seconds, from this call) no round starts once it is spent: the round in
     flight ends, and the final re-timing of the best few of each task it measured follows
-    (the others keep their stored choice). One cost model,
-    builder, runner and database serve every task. A task new to the database starts from
-    the best programs of its nearest relatives tuned before (in it, the other tasks' first
-    rounds included, and in `transfer_from`). Every argument is checked before any work
-    (TuneError)."""
+    (the others keep their stored choice). One cost model, builder, runner and database
+    serve every task. A task new to the database starts from the best programs of its
+    nearest relatives tuned before (in it, the other tasks' first rounds included, and in
+    `transfer_from`). Every argument is checked before any work (TuneError)."""
     start = clock()
     target = _check_tasks(tasks)
     check_tune_tasks_args(target, trials, scheduler=scheduler, space=space, strategy=strategy,

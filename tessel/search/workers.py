@@ -135,8 +135,9 @@ class SearchWorkers:
     def _failed(self, reply: dict | None) -> None:
         self.failures += 1
         if self.failures == MAX_FAILURES:
-            why = (reply or {}).get("msg", "it could not be started").strip().splitlines()
-            print(f"tessel: a search process failed {MAX_FAILURES} times (last: {why[-1]}); "
+            lines = str((reply or {}).get("msg", "it could not be started")).strip().splitlines()
+            why = lines[-1] if lines else "no message"
+            print(f"tessel: a search process failed {MAX_FAILURES} times (last: {why}); "
                   "programs are made in this process from now on", file=sys.stderr, flush=True)
 
     def close(self) -> None:

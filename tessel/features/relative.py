@@ -9,8 +9,6 @@ shape to another. The unscheduled program's vector is computed once per workload
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from tessel.features import store
@@ -19,16 +17,16 @@ from tessel.features.walker import vector
 from tessel.ir import PrimFunc
 
 WIDTH = 2 * store.WIDTH
-# the unscheduled program's vector, for the lifetime of the workload object (as walker's nests)
-_BASELINES: "weakref.WeakKeyDictionary[PrimFunc, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def cached_per_store(func: PrimFunc) -> np.ndarray:
+    """store.per_store(func), computed once per program object (features.walker.vector)."""
+    return vector(func, "per_store", store.per_store)
 
 
 def baseline(workload: PrimFunc) -> np.ndarray:
-    """The per-store vector of the unscheduled `workload` (cached by object)."""
-    vec = _BASELINES.get(workload)
-    if vec is None:
-        vec = _BASELINES[workload] = store.per_store(workload)
-    return vec
+    """The per-store vector of the unscheduled `workload` (computed once per object)."""
+    return cached_per_store(workload)
 
 
 def relative(candidate: object) -> np.ndarray:
@@ -37,5 +35,5 @@ def relative(candidate: object) -> np.ndarray:
     check(isinstance(workload, PrimFunc) and isinstance(func, PrimFunc),
           "relative features need a candidate with its workload and program; got "
           f"{type(candidate).__name__}")
-    own = vector(func, "per_store", store.per_store)
+    own = cached_per_store(func)
     return np.concatenate([own, own - baseline(workload)])

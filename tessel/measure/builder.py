@@ -15,7 +15,6 @@ the next one).
 from __future__ import annotations
 
 import contextlib
-import select
 import time
 import traceback
 from collections import deque
@@ -28,7 +27,7 @@ from tessel.codegen.c import SourceTooLarge, generate_c
 from tessel.codegen.compiler import COMPILE_TIMEOUT_S, CompileError, compile_shared
 from tessel.codegen.passes import compact_buffers
 from tessel.ir import PrimFunc
-from tessel.measure.process import WorkerProcess
+from tessel.measure.process import WorkerProcess, next_replies
 from tessel.measure.result import MeasureCandidate, MeasureResult
 from tessel.prepack import split_prepacks
 from tessel.target import Target, count_cores
@@ -206,17 +205,8 @@ class LocalBuilder(contextlib.AbstractContextManager):
 
     def _collect(self, busy: dict, results: list, start: float) -> list[WorkerProcess]:
         """Wait for the next replies (or the first deadline); return the workers now free."""
-        if not busy:
-            return []
-        first = min(deadline for _, _, deadline in busy.values())
-        ready, _, _ = select.select(list(busy), [], [], max(0.0, first - time.monotonic()))
-        now, freed = time.monotonic(), []
-        for fd in list(busy):
-            worker, index, deadline = busy[fd]
-            if fd not in ready and now < deadline:
-                continue
-            del busy[fd]
-            reply = worker.receive(deadline if fd in ready else now)
+        freed = []
+        for worker, index, reply in next_replies(busy):
             results[index] = reply if isinstance(reply, (BuildResult, str)) \
                 else self._failed(reply, start)
             freed.append(worker)

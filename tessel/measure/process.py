@@ -158,6 +158,26 @@ class WorkerProcess:
             self._stderr = None
 
 
+def next_replies(busy: dict[int, tuple[WorkerProcess, int, float]]
+                 ) -> list[tuple[WorkerProcess, int, Any]]:
+    """Wait for the next replies of the busy workers (reply fd -> (worker, its job's index,
+    deadline)), or until the first deadline; take those that answered or ran past their
+    deadline out of `busy`, and return (worker, index, reply) for each (a timeout reply, the
+    worker killed, for one past its deadline)."""
+    if not busy:
+        return []
+    first = min(deadline for _, _, deadline in busy.values())
+    ready, _, _ = select.select(list(busy), [], [], max(0.0, first - time.monotonic()))
+    now, done = time.monotonic(), []
+    for fd in list(busy):
+        worker, index, deadline = busy[fd]
+        if fd not in ready and now < deadline:
+            continue
+        del busy[fd]
+        done.append((worker, index, worker.receive(deadline if fd in ready else now)))
+    return done
+
+
 def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -165,4 +185,4 @@ def signal_name(number: int) -> str:
         return str(number)
 
 
-__all__ = ["WorkerProcess", "signal_name"]
+__all__ = ["WorkerProcess", "next_replies", "signal_name"]

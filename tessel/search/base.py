@@ -255,6 +255,10 @@ class SearchStrategy(ABC):
         either way."""
         if self.workers is not None and len(jobs) > 1:
             return self.workers.make(self, jobs)
+        return self.make_here(jobs)
+
+    def make_here(self, jobs: Sequence[Job]) -> list[Proposal | None]:
+        """Each job's program, made in this process."""
         proposer = self.proposer
         return [proposer.make(job) for job in jobs]
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
-import select
 import sys
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Sequence
 
-from tessel.measure.process import WorkerProcess
+from tessel.measure.process import WorkerProcess, next_replies
 from tessel.target import count_cores
 
 if TYPE_CHECKING:
@@ -66,7 +65,7 @@ class SearchWorkers:
         """Each job's program, as strategy.proposer.make(job) makes it, in order."""
         key, blob = self._proposer(strategy)
         if not self.usable or blob is None:
-            return _here(strategy, jobs)
+            return strategy.make_here(jobs)
         order = _by_parent(jobs)
         size = max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * len(self._procs))))
         chunks = [[jobs[i] for i in order[k:k + size]] for k in range(0, len(jobs), size)]
@@ -93,7 +92,7 @@ class SearchWorkers:
         out: list[Proposal | None] = [None] * len(jobs)
         done = iter(order)
         for chunk, programs in zip(chunks, made):
-            for program in programs if programs is not None else _here(strategy, chunk):
+            for program in programs if programs is not None else strategy.make_here(chunk):
                 out[next(done)] = program
         return out
 
@@ -114,15 +113,8 @@ class SearchWorkers:
 
     def _collect(self, key: str, busy: dict, made: list) -> list[WorkerProcess]:
         """Wait for the next replies (or the first deadline); return the processes now free."""
-        first = min(deadline for _, _, deadline in busy.values())
-        ready, _, _ = select.select(list(busy), [], [], max(0.0, first - time.monotonic()))
-        now, freed = time.monotonic(), []
-        for fd in list(busy):
-            proc, k, deadline = busy[fd]
-            if fd not in ready and now < deadline:
-                continue
-            del busy[fd]
-            reply = proc.receive(deadline if fd in ready else now)
+        freed = []
+        for proc, k, reply in next_replies(busy):
             if isinstance(reply, list):
                 made[k] = reply
             elif reply.get("error") == "proposer":  # does not unpickle there
@@ -154,11 +146,6 @@ def _by_parent(jobs: Sequence[Job]) -> list[int]:
         first.setdefault(id(trace), i)
     return sorted(range(len(jobs)), key=lambda i: (jobs[i][1] is not None,
                                                    first[id(jobs[i][1])], i))
-
-
-def _here(strategy: SearchStrategy, jobs: Sequence[Job]) -> list[Proposal | None]:
-    proposer = strategy.proposer
-    return [proposer.make(job) for job in jobs]
 
 
 __all__ = ["SearchWorkers", "CHUNK_TIMEOUT_S", "MAX_FAILURES"]

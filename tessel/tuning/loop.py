@@ -411,11 +411,10 @@ def _take_in(stored: Sequence[tuple[TuneRun, Sequence[TuningRecord]]]) -> None:
             proposals, results = [p for p, _ in kept], [r for _, r in kept]
             run.strategy.tell(proposals, results)
             taken.append((run, proposals, results))
-    for model in {id(run.model): run.model for run, _, _ in taken}.values():
-        mine = [t for t in taken if t[0].model is model]
-        update_model(mine[0][0], [p for _, ps, _ in mine for p in ps],
-                     [r for _, _, rs in mine for r in rs],
-                     [run.task.workload for run, ps, _ in mine for _ in ps])
+    if taken:  # the runs share one model (_make_runs)
+        update_model(taken[0][0], [p for _, ps, _ in taken for p in ps],
+                     [r for _, _, rs in taken for r in rs],
+                     [run.task.workload for run, ps, _ in taken for _ in ps])
 
 
 def _sync(run: TuneRun) -> int:

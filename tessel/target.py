@@ -287,8 +287,9 @@ def _complete(name: str, values: dict[str, Any]) -> dict[str, Any]:
         values["compiler"] = _resolve_compiler(compiler)
     if "compiler_version" not in values:
         values["compiler_version"] = _compiler_version(values["compiler"])
-    values.setdefault("cflags", ("-O3", *_isa_flags(name), *_COMMON_CFLAGS,
-                                 *_workaround_flags(str(values["compiler_version"]))))
+    values.setdefault("cflags", ("-O3", *_isa_flags(name), *_tuning_flags(
+        name, values["compiler"], str(values["compiler_version"])), *_COMMON_CFLAGS,
+        *_workaround_flags(str(values["compiler_version"]))))
     values["cflags"] = _str_collection(values["cflags"], "cflags")
     return values
 
@@ -302,6 +303,38 @@ def _complete(name: str, values: dict[str, Any]) -> dict[str, Any]:
 # GCC version is known. A kernel whose loops hold a conditional load (pads, where, concat)
 # then runs that loop unvectorized; the rest compile as before.
 _GCC_WORKAROUNDS = ("-fno-tree-loop-if-convert",)
+
+
+# GCC's cost tables for AMD's Zen cores (-mtune=znver1-3: what -march=native picks on a Zen 2 to
+# Zen 5 with GCC 12) fold a register tile's vector loads into its FMAs: a 4 x 16 AVX2 matmul tile
+# loaded each vector of B once per row, 5 loads a step for 8 FMAs where 1 suffices, and ran at
+# half speed on a Zen 3 (GMM-512 53 against 112 GFLOP/s, GMM-256 66 against 97; untuned
+# MobileNet-v3 0.90x -> 1.04x onnxruntime, the BERT-base 0.77x -> 0.88x, in the same runs).
+# There, -march=native keeps its instructions and GCC's generic tuning chooses the code (as for
+# the presets, which have no -march and were always built that way).
+_GENERIC_TUNE_OVER = ("znver",)
+
+
+@functools.cache
+def _native_tune(compiler: str) -> str:
+    """The tuning `compiler`'s -march=native picks on this machine ("znver3",
+    "sapphirerapids"); "" when it does not say (clang, a failure)."""
+    try:
+        proc = subprocess.run([compiler, "-march=native", "-Q", "--help=target"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = re.search(r"^\s*-mtune=\s*(\S+)", proc.stdout, re.MULTILINE)
+    return found.group(1) if found and proc.returncode == 0 else ""
+
+
+def _tuning_flags(name: str, compiler: str, version_line: str) -> tuple[str, ...]:
+    """-mtune=generic where the host's -march=native would tune for a core whose cost tables
+    GCC gets wrong for tessel's kernels (_GENERIC_TUNE_OVER); nothing elsewhere."""
+    if name != "host" or "-march=native" not in _isa_flags(name) or \
+            _compiler_label(version_line).startswith("clang"):
+        return ()
+    return ("-mtune=generic",) if _native_tune(compiler).startswith(_GENERIC_TUNE_OVER) else ()
 
 
 def _workaround_flags(version_line: str) -> tuple[str, ...]:
@@ -436,7 +469,8 @@ class Target:
                                                                "-mprefer-vector-width="))
                  and f not in isa_names]
         native = any(f in ("-march=native", "-mcpu=native") for f in self.cflags)
-        tune = ("-mtune=native",) if native and self.arch == host_arch() else ()
+        tuned = any(f.startswith("-mtune=") for f in self.cflags)
+        tune = ("-mtune=native",) if native and not tuned and self.arch == host_arch() else ()
         return (flags[0], *isa, *tune, *flags[1:]) if flags else (*isa, *tune)
 
     def check_runs_here(self, what: str = "code") -> None:

@@ -2,6 +2,7 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,37 @@ def test_portable_flags_name_the_features_instead_of_this_cpu():
     host = Target()
     if host.arch == "x86_64":
         assert "-march=native" not in host.portable_cflags
-        assert "-mtune=native" in host.portable_cflags  # tuned for this machine still
+        # tuned for this machine still, or generically where GCC's own tuning for it is off
+        assert ("-mtune=native" in host.portable_cflags) != ("-mtune=generic" in host.cflags)
+
+
+@pytest.mark.parametrize("tune, expected", [("znver3", ("-mtune=generic",)), ("znver1", (
+    "-mtune=generic",)), ("sapphirerapids", ()), ("haswell", ()), ("", ())])
+def test_host_flags_tune_generically_where_gccs_zen_tables_are_off(monkeypatch, tune, expected):
+    """-march=native tuned for a Zen core folds a register tile's vector loads into its FMAs
+    (a 4 x 16 AVX2 tile at half speed on a Zen 3): there the host's flags add -mtune=generic,
+    which its exported library keeps; elsewhere they are -march=native alone and the export is
+    tuned for this machine. Presets and clang are left as they were."""
+    monkeypatch.setattr(target_module, "_host", lambda: (AVX2_HOST, ("-march=native",)))
+    monkeypatch.setattr(target_module, "_native_tune", lambda compiler: tune)
+    gcc = "cc (Debian 12.2.0-14+deb12u1) 12.2.0"
+    host = Target("host", compiler="/usr/bin/cc", compiler_version=gcc)
+    assert tuple(f for f in host.cflags if f.startswith("-mtune=")) == expected
+    assert host.cflags[:2] == ("-O3", "-march=native")
+    portable = [f for f in host.portable_cflags if f.startswith("-mtune=")]
+    assert portable == (["-mtune=generic"] if expected else ["-mtune=native"])
+    clang = Target("host", compiler="/usr/bin/cc", compiler_version="clang version 16.0.6")
+    assert not any(f.startswith("-mtune=") for f in clang.cflags)
+    assert not any(f.startswith("-mtune=") for f in Target("x86_64-avx2").cflags)
+
+
+def test_the_native_tuning_is_read_from_the_compiler():
+    """What GCC's -march=native tunes for, asked of the compiler itself: a name on an x86-64
+    host with GCC; "" for a compiler that cannot be run."""
+    host = Target()
+    if host.arch == "x86_64" and not host.compiler_version.startswith("clang"):
+        assert re.fullmatch(r"[a-z0-9-]+", target_module._native_tune(host.compiler))
+    assert target_module._native_tune("/nonexistent/cc") == ""
 
 
 def test_presets():

@@ -287,9 +287,10 @@ def _complete(name: str, values: dict[str, Any]) -> dict[str, Any]:
         values["compiler"] = _resolve_compiler(compiler)
     if "compiler_version" not in values:
         values["compiler_version"] = _compiler_version(values["compiler"])
-    values.setdefault("cflags", ("-O3", *_isa_flags(name), *_tuning_flags(
-        name, values["compiler"], str(values["compiler_version"])), *_COMMON_CFLAGS,
-        *_workaround_flags(str(values["compiler_version"]))))
+    if "cflags" not in values:  # given (a Target from JSON in a worker): no compiler query
+        version, isa = str(values["compiler_version"]), _isa_flags(name)
+        values["cflags"] = ("-O3", *isa, *_tuning_flags(isa, values["compiler"], version),
+                            *_COMMON_CFLAGS, *_workaround_flags(version))
     values["cflags"] = _str_collection(values["cflags"], "cflags")
     return values
 
@@ -328,11 +329,12 @@ def _native_tune(compiler: str) -> str:
     return found.group(1) if found and proc.returncode == 0 else ""
 
 
-def _tuning_flags(name: str, compiler: str, version_line: str) -> tuple[str, ...]:
-    """-mtune=generic where the host's -march=native would tune for a core whose cost tables
-    GCC gets wrong for tessel's kernels (_GENERIC_TUNE_OVER); nothing elsewhere."""
-    if name != "host" or "-march=native" not in _isa_flags(name) or \
-            _compiler_label(version_line).startswith("clang"):
+def _tuning_flags(isa_flags: tuple[str, ...], compiler: str,
+                  version_line: str) -> tuple[str, ...]:
+    """-mtune=generic where the host's -march=native (among `isa_flags`) would tune for a core
+    whose cost tables GCC gets wrong for tessel's kernels (_GENERIC_TUNE_OVER); nothing
+    elsewhere (presets have no -march)."""
+    if "-march=native" not in isa_flags or _compiler_label(version_line).startswith("clang"):
         return ()
     return ("-mtune=generic",) if _native_tune(compiler).startswith(_GENERIC_TUNE_OVER) else ()
 

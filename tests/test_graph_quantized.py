@@ -41,7 +41,7 @@ def _mlp(path, rows=6, width=40, hidden=48, seed=0):
 # weights use all 8 bits (255 * -128 * 2); its quantization tools' reduce_range (7-bit weights) is
 # what it advises there. Off VNNI hosts (a Zen 3) the tests quantize with it, or compare with an
 # exact reference: tessel's own int8 kernels are exact on every host.
-ORT_U8S8_EXACT = tessel.Target("host").has("avx512_vnni") or tessel.Target("host").has("avx_vnni")
+ORT_U8S8_EXACT = any(map(tessel.Target("host").has, ("avx512_vnni", "avx_vnni")))
 
 
 def _ort(path, x):

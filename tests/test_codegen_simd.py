@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tessel import ir
+import tessel
+from tessel import ir, ops
 from tessel.codegen import asm_for, build, generate_c
 from tessel.codegen.passes.affine import Lin
 from tessel.codegen.passes.registers import plan_slots
@@ -475,6 +476,39 @@ def test_varying_predicate_runs_full_vectors_and_guards_the_edge(cache_dir):
     source = generate_c(func, AVX2)
     assert "if (j_0 * 8 + k < 13 && j_0 * 8 + 7 + k < 13) {" in source
     assert "} else {" in source and "tessel_f32x8_store(&O[j_0 * 8]" in source
+
+
+def _row_tiled_matmul(m, n, k, rows):
+    """C = A B with the rows split by `rows` (a partial last tile when they do not divide m),
+    the tile's rows unrolled inside the loop over k, the columns in vectors."""
+    sch = tessel.Schedule(ops.matmul(m, n, k))
+    c = sch.get_block("C")
+    i, j, r = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, rows])
+    sch.reorder(i0, r, i1, j)
+    sch.decompose_reduction(c, r)
+    sch.unroll(i1)
+    sch.vectorize(j)
+    return sch.func
+
+
+@pytest.mark.parametrize("m, rows", [(10, 4), (13, 6), (1, 4), (24, 6), (5, 6)])
+def test_partial_row_tiles_match_numpy(cache_dir, m, rows):
+    """Guards of a partial tile hoisted (tessel.codegen.passes.unswitch) or not, at shapes
+    where the split divides, leaves one row, or exceeds the extent: the result is numpy's."""
+    func = _row_tiled_matmul(m, 16, 7, rows)
+    a, b = rand(m, 7), rand(7, 16, seed=1)
+    np.testing.assert_allclose(run(func, cache_dir, a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_guards_of_a_partial_tile_leave_the_loop_over_k():
+    """10 rows in tiles of 4: the guard `i_0 * 4 + r < 10` of each unrolled row was tested
+    at every step of k; it is now tested once per tile at its hardest row, and the tiles
+    that pass it run k with no guard; the last tile keeps them."""
+    source = _kernel(generate_c(_row_tiled_matmul(10, 16, 7, 4), AVX2), "matmul")
+    whole, partial = source.split("if (i_0 * 4 + 3 < 10) {", 1)[1].split("} else {", 1)
+    assert "for (int32_t k = 0; k < 7; ++k)" in whole and "if (" not in whole
+    assert "if (i_0 * 4 + 2 < 10)" in partial
 
 
 def test_varying_if_then_else_goes_lane_by_lane(cache_dir):

@@ -12,7 +12,7 @@ from tessel.space import default_postprocs, make_space, postprocess
 from tessel.codegen import asm_for, generate_c
 from tessel.codegen.passes import compact_buffers
 from tessel.graph.opdefs.blocked import block_weight, unblock_array
-from tessel.space.priors import prior_decisions, prior_schedules, ranked_priors
+from tessel.space.priors import partial_rows, prior_decisions, prior_schedules, ranked_priors
 from isa import ISA_PRESETS, fmas, hot_loop, runs_here, spills
 
 TARGET = tessel.Target("host")
@@ -114,6 +114,45 @@ def test_prior_programs_are_correct_and_register_blocked(target):
     assert max(counts) == target.accumulator_registers, counts
     assert min(counts) >= target.accumulator_registers // 2, counts
     assert not any(spills(loop) for loop in loops)
+
+
+@ISA_PRESETS
+def test_rows_no_full_tile_divides_get_a_partial_register_tile(target):
+    """1024 rows: two-vector register tiles of the most rows the accumulators hold (AVX2 6,
+    AVX-512 12) divide neither, the perfect tiles hold 4 and 8. A further design splits the
+    rows by 6 or 12, its last tile partial; its prior goes first where the perfect tile keeps
+    fewer than 12 accumulators in flight (AVX2's 4 x 2), after it otherwise (AVX-512's
+    8 x 2). Its program is correct, its hot loop the full register tile, unguarded."""
+    lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
+    rows = min(12, accumulators // 2)
+    func = ops.matmul(1024, 4 * lanes, 19)
+    auto = make_space("auto", target)
+    partial = [d for d in auto.designs(func) if partial_rows(d)]
+    assert [partial_rows(d) for d in partial] == [(1024, rows)]
+    perfect_rows = max(d for d in range(1, rows + 1) if 1024 % d == 0)
+    ranked = ranked_priors(auto, func)
+    assert (ranked[0][0] is partial[0]) == (2 * perfect_rows < 12)
+    design, decisions = next((d, x) for d, x in ranked if d is partial[0])
+    row_tile = [decisions[s] for s in design.sampling_sites() if s in decisions
+                and design.instructions[s].kind == "sample_perfect_tile"][0]
+    assert math.prod(row_tile) == -(-1024 // rows) and row_tile[-1] == 1
+    program = postprocess(design.apply(tessel.Schedule(func), decisions),
+                          default_postprocs(target)).func
+    assert _run(func, program, target) < 1e-5
+    source = generate_c(compact_buffers(program), target)
+    assert f"+ {rows - 1} < 1024) {{" in source  # the test of a whole tile, per tile
+    loop = hot_loop(asm_for(source, target))
+    assert len(fmas(loop, target)) == 2 * rows and not spills(loop)
+
+
+@ISA_PRESETS
+def test_rows_a_tile_divides_well_get_no_partial_design(target):
+    """96 rows (AVX2 6 x 2 and AVX-512 12 x 2 divide them), 200 (5 and 10 rows: close to the
+    accumulators' 6 and 12) and 8 (6 + 2 rows make as many tiles as 4 + 4): perfect tiles."""
+    lanes = target.vector_lanes("float32")
+    auto = make_space("auto", target)
+    for m in (96, 200, 8):
+        assert not any(partial_rows(d) for d in auto.designs(ops.matmul(m, 2 * lanes, 16)))
 
 
 def test_conv_priors_include_channels_in_the_vector_lanes_with_a_packed_weight():

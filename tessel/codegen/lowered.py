@@ -7,6 +7,8 @@ no blocks and no decisions left to make:
                    allocations as `Allocate` nodes (stack or heap)
     unroll         "unrolled" loops (and small loops under an auto-unroll annotation) copied
                    out with the loop variable a constant; the rest annotated for the compiler
+    peel, unswitch a guarded vector tail peeled; the guards of a partial tile tested once per
+                   tile, whole tiles running a copy without them
     vectorize      vectorized loops -> chunks of explicit vector expressions (`Broadcast`,
                    `Ramp`, `VectorLoad`, `VectorOp`, ... and `VectorStore` / `Scatter`), or
                    annotated `simd: "omp"` with the reason when the body has no vector form

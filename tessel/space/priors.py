@@ -14,7 +14,10 @@ design's tiling gets
   spill x86-64's general registers, and a 24 x 1-vector AVX-512 tile ran at half speed); a
   cache tile of up to 4 x 2 register tiles. When no divisor of the row extent gives 4 rows
   (a prime like the 17-wide output of a stride-2 convolution) but the whole extent fits the
-  accumulators, a prior that takes all of it goes first;
+  accumulators, a prior that takes all of it goes first. A design that splits the rows by
+  what fills the accumulators, the last tile partial (MultiLevelTiling.partial_row_tile:
+  AVX2's 6 rows over 1024 or 128), tiles whole splits; it goes first where the perfect tile
+  keeps fewer than SLACK_CHAINS accumulators, after it otherwise;
 - a register tile of fewer than MIN_CHAINS / 2 vectors (a matrix-vector product, M=1) widens
   its vector tile to MIN_CHAINS independent accumulators, or as many as fit, so its steps do
   not wait on one FMA's latency; one of fewer than MIN_CHAINS (7 pixels of a 7x7 map by one
@@ -51,6 +54,7 @@ from tessel.schedule import Schedule, ScheduleError, Trace
 SPATIAL_LEVELS, REDUCE_LEVELS = 4, 2  # MultiLevelTiling's "SSRSRS"
 MAX_ROWS = 12  # rows of a register tile: each broadcasts from its own address
 MIN_CHAINS = 8  # accumulators that hide FMA latency (about 4 cycles x 2 FMAs a cycle)
+SLACK_CHAINS = 12  # accumulators that hide it with loads and broadcasts in between
 REDUCE_INNER = 256
 SHORT_REDUCTION = 32  # a reduction this short (a depthwise 3x3: 9) reads its padding inline
 UNROLL = 16
@@ -86,15 +90,17 @@ def ranked_priors(space: Any, func: PrimFunc) -> list[tuple[Trace, dict[int, Any
         return []
     lanes, accumulators = tiling[0].lanes, tiling[0].accumulators
     cores = max((getattr(r, "cores", 1) for r in space.rules), default=1)
-    ranked = [(-_promise(design, decisions, _lanes(design, lanes)), k, design, decisions)
+    ranked = [(-_promise(design, decisions, _lanes(design, lanes)),
+               -_partial_preference(design), k, design, decisions)
               for design in space.designs(func)
               for k, decisions in enumerate(prior_decisions(design, _lanes(design, lanes),
                                                             accumulators,
                                                             shape=func.params[-1].shape,
                                                             cores=cores))]
-    ranked.sort(key=lambda r: r[:2])  # stable: design order breaks ties
+    ranked.sort(key=lambda r: r[:3])  # stable: design order breaks ties
     best = ranked[0][0] if ranked else 0
-    return [(design, decisions) for score, _, design, decisions in ranked if score <= best + 1]
+    return [(design, decisions) for score, _, _, design, decisions in ranked
+            if score <= best + 1]
 
 
 def _lanes(design: Trace, lanes: int) -> int:
@@ -128,6 +134,35 @@ def _promise(design: Trace, decisions: dict[int, Any], lanes: int) -> int:
     return 4 * whole + 2 * local + packed
 
 
+def partial_rows(design: Trace) -> tuple[int, int] | None:
+    """(row extent, rows of a register tile) of a design whose tiling splits the rows by a
+    count that leaves a partial last tile (MultiLevelTiling.partial_row_tile); None for any
+    other design."""
+    from tessel.space.rules.tiling import PARTIAL
+    extent = next((dict(inst.args)["value"] for inst in design.instructions
+                   if inst.kind == "annotate" and dict(inst.args).get("key") == PARTIAL), None)
+    if extent is None:
+        return None
+    rows = next(f[-1] for inst in design.instructions if inst.kind == "split"
+                and isinstance(f := dict(inst.args)["factors"], tuple)
+                and len(f) == 2 and f[0] is None and isinstance(f[1], int))
+    return extent, rows
+
+
+def _partial_preference(design: Trace) -> int:
+    """For a design with partial row tiles: 1 when the perfect tiles of two vectors would
+    hold fewer than SLACK_CHAINS accumulators (AVX2's 4 x 16 over 1024 or 128 rows: 8, the
+    FMAs in flight with nothing to spare; 6 x 16 with a tail ran GMM-1024 10% faster on a
+    Zen 3), so it goes first among priors of equal promise; -1 otherwise (AVX-512's 8 x 32
+    hold 16: the perfect tile first); 0 for other designs."""
+    partial = partial_rows(design)
+    if partial is None:
+        return 0
+    extent, rows = partial
+    whole = _largest_divisor(extent, min(MAX_ROWS, rows))
+    return 1 if 2 * whole < SLACK_CHAINS else -1
+
+
 def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1,
                     shape: tuple | None = None) -> list[dict[int, Any]]:
     """Decision sets for `design` on a target with `lanes` float32 lanes, `accumulators`
@@ -152,15 +187,25 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1
              **{s: _reduce_tile(e, _cap(design, s, REDUCE_INNER)) for s, e in reduce}}
     out = []
     by_width: list[tuple[int, list[dict[int, Any]]]] = []  # (rows of the register tile, variants)
+    split = partial_rows(design)
     for width in (2 * lanes, lanes):
         if spatial[-1][1] % width and width != lanes:
             continue  # two vectors must divide the axis; one may leave a tail
+        if split is not None and (width != 2 * lanes or len(spatial) < 2):
+            continue  # its rows fill the accumulators with two vectors
         decisions = dict(fixed)
         decisions.update({s: (e, 1, 1, 1) for s, e in spatial[:-2]})
         vec_site, vec_extent = spatial[-1]
         inner = _vector_tile(vec_extent, width, lanes)
         rows = 1
-        if len(spatial) >= 2:
+        if split is not None:  # the row site tiles whole splits of split[1] rows
+            row_site, row_extent = spatial[-2]
+            if split[1] * math.ceil(inner / lanes) > accumulators:
+                continue
+            tiles = _largest_divisor(row_extent, 4)
+            decisions[row_site] = (row_extent // tiles, 1, tiles, 1)
+            rows = split[1]
+        elif len(spatial) >= 2:
             row_site, row_extent = spatial[-2]
             budget = accumulators // math.ceil(inner / lanes)
             decisions[row_site] = _row_tile(row_extent, min(MAX_ROWS, budget))
@@ -183,7 +228,7 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1
                 inside = _rows_in_task(decisions[row_site], decisions[vec_site], cores)
                 if inside != decisions[row_site]:
                     variants.insert(0, {**decisions, row_site: inside})
-            if outer:  # a 7x7 map's 7 rows: two output-channel blocks, 14 accumulators
+            if outer and split is None:  # a 7x7 map's 7 rows: two channel blocks, 14
                 grown = (_grown(d, row_site, outer[0], vectors, accumulators)
                          for d in variants)
                 variants = [v for d, g in zip(variants, grown) for v in (g, d) if v]
@@ -397,4 +442,4 @@ def _categoricals(design: Trace, unroll: int = UNROLL) -> dict[int, Any]:
     return out
 
 
-__all__ = ["prior_schedules", "ranked_priors", "prior_decisions"]
+__all__ = ["prior_schedules", "ranked_priors", "prior_decisions", "partial_rows"]

@@ -26,131 +26,285 @@ static int32_t matmul_register_tile(
         float* restrict C) {
     #pragma omp parallel for num_threads(TESSEL_THREADS) schedule(static)
     for (int32_t i_0 = 0; i_0 < 3; ++i_0) {
-        for (int32_t j_0 = 0; j_0 < 2; ++j_0) {
-            // block C_tile
-            {
-                tessel_f32x8 C_local_0 = {0};
-                tessel_f32x8 C_local_8 = {0};
-                // block C_init
-                C_local_0 = tessel_f32x8_splat(0.0f);
-                // block C_init
-                C_local_8 = tessel_f32x8_splat(0.0f);
-                for (int32_t k = 0; k < 3; ++k) {
-                    // block C_update
+        if (i_0 * 2 + 1 < 5) {
+            for (int32_t j_0 = 0; j_0 < 2; ++j_0) {
+                if (j_0 * 8 + 7 < 12) {
+                    // block C_tile
+                    {
+                        tessel_f32x8 C_local_0 = {0};
+                        tessel_f32x8 C_local_8 = {0};
+                        // block C_init
+                        C_local_0 = tessel_f32x8_splat(0.0f);
+                        // block C_init
+                        C_local_8 = tessel_f32x8_splat(0.0f);
+                        for (int32_t k = 0; k < 3; ++k) {
+                            // block C_update
+                            C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[i_0 * 2 * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                            // block C_update
+                            C_local_8 = (C_local_8 + (tessel_f32x8_splat(A[(i_0 * 2 + 1) * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                        }
+                        // block C_write
+                        tessel_f32x8_store(&C[i_0 * 2 * 12 + j_0 * 8], C_local_0);
+                        // block C_write
+                        tessel_f32x8_store(&C[(i_0 * 2 + 1) * 12 + j_0 * 8], C_local_8);
+                    }
+                } else {
+                    // block C_tile
+                    {
+                        tessel_f32x8 C_local_0_1 = {0};
+                        tessel_f32x8 C_local_8_1 = {0};
+                        // block C_init
+                        C_local_0_1 = tessel_f32x8_splat(0.0f);
+                        // block C_init
+                        C_local_8_1 = tessel_f32x8_splat(0.0f);
+                        for (int32_t k = 0; k < 3; ++k) {
+                            // block C_update
+                            if (j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                                C_local_0_1 = (C_local_0_1 + (tessel_f32x8_splat(A[i_0 * 2 * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                            } else {
+                                if (j_0 * 8 < 12) {
+                                    C_local_0_1[0] = C_local_0_1[0] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8];
+                                }
+                                if (j_0 * 8 + 1 < 12) {
+                                    C_local_0_1[1] = C_local_0_1[1] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                                }
+                                if (j_0 * 8 + 2 < 12) {
+                                    C_local_0_1[2] = C_local_0_1[2] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                                }
+                                if (j_0 * 8 + 3 < 12) {
+                                    C_local_0_1[3] = C_local_0_1[3] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                                }
+                                if (j_0 * 8 + 4 < 12) {
+                                    C_local_0_1[4] = C_local_0_1[4] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                                }
+                                if (j_0 * 8 + 5 < 12) {
+                                    C_local_0_1[5] = C_local_0_1[5] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                                }
+                                if (j_0 * 8 + 6 < 12) {
+                                    C_local_0_1[6] = C_local_0_1[6] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                                }
+                                if (j_0 * 8 + 7 < 12) {
+                                    C_local_0_1[7] = C_local_0_1[7] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                                }
+                            }
+                            // block C_update
+                            if (j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                                C_local_8_1 = (C_local_8_1 + (tessel_f32x8_splat(A[(i_0 * 2 + 1) * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                            } else {
+                                if (j_0 * 8 < 12) {
+                                    C_local_8_1[0] = C_local_8_1[0] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8];
+                                }
+                                if (j_0 * 8 + 1 < 12) {
+                                    C_local_8_1[1] = C_local_8_1[1] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                                }
+                                if (j_0 * 8 + 2 < 12) {
+                                    C_local_8_1[2] = C_local_8_1[2] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                                }
+                                if (j_0 * 8 + 3 < 12) {
+                                    C_local_8_1[3] = C_local_8_1[3] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                                }
+                                if (j_0 * 8 + 4 < 12) {
+                                    C_local_8_1[4] = C_local_8_1[4] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                                }
+                                if (j_0 * 8 + 5 < 12) {
+                                    C_local_8_1[5] = C_local_8_1[5] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                                }
+                                if (j_0 * 8 + 6 < 12) {
+                                    C_local_8_1[6] = C_local_8_1[6] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                                }
+                                if (j_0 * 8 + 7 < 12) {
+                                    C_local_8_1[7] = C_local_8_1[7] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                                }
+                            }
+                        }
+                        // block C_write
+                        if (j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                            tessel_f32x8_store(&C[i_0 * 2 * 12 + j_0 * 8], C_local_0_1);
+                        } else {
+                            if (j_0 * 8 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8] = C_local_0_1[0];
+                            }
+                            if (j_0 * 8 + 1 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 1] = C_local_0_1[1];
+                            }
+                            if (j_0 * 8 + 2 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 2] = C_local_0_1[2];
+                            }
+                            if (j_0 * 8 + 3 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 3] = C_local_0_1[3];
+                            }
+                            if (j_0 * 8 + 4 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 4] = C_local_0_1[4];
+                            }
+                            if (j_0 * 8 + 5 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 5] = C_local_0_1[5];
+                            }
+                            if (j_0 * 8 + 6 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 6] = C_local_0_1[6];
+                            }
+                            if (j_0 * 8 + 7 < 12) {
+                                C[i_0 * 2 * 12 + j_0 * 8 + 7] = C_local_0_1[7];
+                            }
+                        }
+                        // block C_write
+                        if (j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                            tessel_f32x8_store(&C[(i_0 * 2 + 1) * 12 + j_0 * 8], C_local_8_1);
+                        } else {
+                            if (j_0 * 8 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8] = C_local_8_1[0];
+                            }
+                            if (j_0 * 8 + 1 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 1] = C_local_8_1[1];
+                            }
+                            if (j_0 * 8 + 2 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 2] = C_local_8_1[2];
+                            }
+                            if (j_0 * 8 + 3 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 3] = C_local_8_1[3];
+                            }
+                            if (j_0 * 8 + 4 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 4] = C_local_8_1[4];
+                            }
+                            if (j_0 * 8 + 5 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 5] = C_local_8_1[5];
+                            }
+                            if (j_0 * 8 + 6 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 6] = C_local_8_1[6];
+                            }
+                            if (j_0 * 8 + 7 < 12) {
+                                C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 7] = C_local_8_1[7];
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            for (int32_t j_0 = 0; j_0 < 2; ++j_0) {
+                // block C_tile
+                {
+                    tessel_f32x8 C_local_0_2 = {0};
+                    tessel_f32x8 C_local_8_2 = {0};
+                    // block C_init
+                    C_local_0_2 = tessel_f32x8_splat(0.0f);
+                    // block C_init
+                    C_local_8_2 = tessel_f32x8_splat(0.0f);
+                    for (int32_t k = 0; k < 3; ++k) {
+                        // block C_update
+                        if (i_0 * 2 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                            C_local_0_2 = (C_local_0_2 + (tessel_f32x8_splat(A[i_0 * 2 * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                        } else {
+                            if (i_0 * 2 < 5 && j_0 * 8 < 12) {
+                                C_local_0_2[0] = C_local_0_2[0] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 1 < 12) {
+                                C_local_0_2[1] = C_local_0_2[1] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 2 < 12) {
+                                C_local_0_2[2] = C_local_0_2[2] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 3 < 12) {
+                                C_local_0_2[3] = C_local_0_2[3] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 4 < 12) {
+                                C_local_0_2[4] = C_local_0_2[4] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 5 < 12) {
+                                C_local_0_2[5] = C_local_0_2[5] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 6 < 12) {
+                                C_local_0_2[6] = C_local_0_2[6] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                            }
+                            if (i_0 * 2 < 5 && j_0 * 8 + 7 < 12) {
+                                C_local_0_2[7] = C_local_0_2[7] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                            }
+                        }
+                        // block C_update
+                        if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
+                            C_local_8_2 = (C_local_8_2 + (tessel_f32x8_splat(A[(i_0 * 2 + 1) * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                        } else {
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12) {
+                                C_local_8_2[0] = C_local_8_2[0] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 1 < 12) {
+                                C_local_8_2[1] = C_local_8_2[1] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 2 < 12) {
+                                C_local_8_2[2] = C_local_8_2[2] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 3 < 12) {
+                                C_local_8_2[3] = C_local_8_2[3] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 4 < 12) {
+                                C_local_8_2[4] = C_local_8_2[4] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 5 < 12) {
+                                C_local_8_2[5] = C_local_8_2[5] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 6 < 12) {
+                                C_local_8_2[6] = C_local_8_2[6] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                            }
+                            if (i_0 * 2 + 1 < 5 && j_0 * 8 + 7 < 12) {
+                                C_local_8_2[7] = C_local_8_2[7] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                            }
+                        }
+                    }
+                    // block C_write
                     if (i_0 * 2 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
-                        C_local_0 = (C_local_0 + (tessel_f32x8_splat(A[i_0 * 2 * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                        tessel_f32x8_store(&C[i_0 * 2 * 12 + j_0 * 8], C_local_0_2);
                     } else {
                         if (i_0 * 2 < 5 && j_0 * 8 < 12) {
-                            C_local_0[0] = C_local_0[0] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8];
+                            C[i_0 * 2 * 12 + j_0 * 8] = C_local_0_2[0];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 1 < 12) {
-                            C_local_0[1] = C_local_0[1] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 1] = C_local_0_2[1];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 2 < 12) {
-                            C_local_0[2] = C_local_0[2] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 2] = C_local_0_2[2];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 3 < 12) {
-                            C_local_0[3] = C_local_0[3] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 3] = C_local_0_2[3];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 4 < 12) {
-                            C_local_0[4] = C_local_0[4] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 4] = C_local_0_2[4];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 5 < 12) {
-                            C_local_0[5] = C_local_0[5] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 5] = C_local_0_2[5];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 6 < 12) {
-                            C_local_0[6] = C_local_0[6] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 6] = C_local_0_2[6];
                         }
                         if (i_0 * 2 < 5 && j_0 * 8 + 7 < 12) {
-                            C_local_0[7] = C_local_0[7] + A[i_0 * 2 * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                            C[i_0 * 2 * 12 + j_0 * 8 + 7] = C_local_0_2[7];
                         }
                     }
-                    // block C_update
+                    // block C_write
                     if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
-                        C_local_8 = (C_local_8 + (tessel_f32x8_splat(A[(i_0 * 2 + 1) * 3 + k]) * tessel_f32x8_load(&B[k * 12 + j_0 * 8])));
+                        tessel_f32x8_store(&C[(i_0 * 2 + 1) * 12 + j_0 * 8], C_local_8_2);
                     } else {
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12) {
-                            C_local_8[0] = C_local_8[0] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8] = C_local_8_2[0];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 1 < 12) {
-                            C_local_8[1] = C_local_8[1] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 1];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 1] = C_local_8_2[1];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 2 < 12) {
-                            C_local_8[2] = C_local_8[2] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 2];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 2] = C_local_8_2[2];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 3 < 12) {
-                            C_local_8[3] = C_local_8[3] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 3];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 3] = C_local_8_2[3];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 4 < 12) {
-                            C_local_8[4] = C_local_8[4] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 4];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 4] = C_local_8_2[4];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 5 < 12) {
-                            C_local_8[5] = C_local_8[5] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 5];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 5] = C_local_8_2[5];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 6 < 12) {
-                            C_local_8[6] = C_local_8[6] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 6];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 6] = C_local_8_2[6];
                         }
                         if (i_0 * 2 + 1 < 5 && j_0 * 8 + 7 < 12) {
-                            C_local_8[7] = C_local_8[7] + A[(i_0 * 2 + 1) * 3 + k] * B[k * 12 + j_0 * 8 + 7];
+                            C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 7] = C_local_8_2[7];
                         }
-                    }
-                }
-                // block C_write
-                if (i_0 * 2 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
-                    tessel_f32x8_store(&C[i_0 * 2 * 12 + j_0 * 8], C_local_0);
-                } else {
-                    if (i_0 * 2 < 5 && j_0 * 8 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8] = C_local_0[0];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 1 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 1] = C_local_0[1];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 2 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 2] = C_local_0[2];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 3 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 3] = C_local_0[3];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 4 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 4] = C_local_0[4];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 5 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 5] = C_local_0[5];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 6 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 6] = C_local_0[6];
-                    }
-                    if (i_0 * 2 < 5 && j_0 * 8 + 7 < 12) {
-                        C[i_0 * 2 * 12 + j_0 * 8 + 7] = C_local_0[7];
-                    }
-                }
-                // block C_write
-                if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12 && j_0 * 8 + 7 < 12) {
-                    tessel_f32x8_store(&C[(i_0 * 2 + 1) * 12 + j_0 * 8], C_local_8);
-                } else {
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8] = C_local_8[0];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 1 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 1] = C_local_8[1];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 2 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 2] = C_local_8[2];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 3 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 3] = C_local_8[3];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 4 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 4] = C_local_8[4];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 5 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 5] = C_local_8[5];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 6 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 6] = C_local_8[6];
-                    }
-                    if (i_0 * 2 + 1 < 5 && j_0 * 8 + 7 < 12) {
-                        C[(i_0 * 2 + 1) * 12 + j_0 * 8 + 7] = C_local_8[7];
                     }
                 }
             }

@@ -13,6 +13,7 @@ from tessel.codegen.passes.prefetch import prefetch_streams
 from tessel.codegen.passes.reductions import vectorize_reductions
 from tessel.codegen.passes.registers import promote_registers
 from tessel.codegen.passes.unroll import unroll
+from tessel.codegen.passes.unswitch import unswitch_guards
 from tessel.codegen.passes.vectorize import NotVectorizable, vectorize
 from tessel.ir import PrimFunc, walk
 from tessel.target import Target
@@ -22,13 +23,14 @@ def lower_kernel(func: PrimFunc, target: Target, *,
                  max_unroll_step: int | None = None,
                  max_nodes: int | None = None) -> LoweredFunc:
     """`func` lowered for a CPU target: vector reductions, blocks, unrolling, peeled vector
-    tails, vectorization, register promotion, lanes folded as trees, software prefetch.
+    tails, partial tiles' guards hoisted, vectorization, register promotion, lanes folded as
+    trees, software prefetch.
     `max_unroll_step` caps the auto-unroll annotations (None: none).
     With `max_nodes`, an unrolled body of more IR nodes raises SourceTooLarge before it is
     vectorized (generate_c's budget: vectorizing a body it then refuses took most of a cold
     compile)."""
-    unrolled = peel_tails(unroll(lower_blocks(vectorize_reductions(func, target)),
-                                 max_unroll_step))
+    unrolled = unswitch_guards(peel_tails(unroll(lower_blocks(vectorize_reductions(
+        func, target)), max_unroll_step)))
     if max_nodes is not None:
         _check_nodes(unrolled, max_nodes)
     return prefetch_streams(fold_lanes(promote_registers(vectorize(unrolled, target))))
@@ -54,5 +56,5 @@ def _check_nodes(func: LoweredFunc, max_nodes: int) -> None:
 
 
 __all__ = ["lower_kernel", "compact_buffers", "lower_blocks", "vectorize_reductions", "unroll",
-           "peel_tails", "vectorize", "promote_registers", "fold_lanes", "prefetch_streams",
-           "NotVectorizable"]
+           "peel_tails", "unswitch_guards", "vectorize", "promote_registers", "fold_lanes",
+           "prefetch_streams", "NotVectorizable"]

@@ -29,6 +29,10 @@ registers. `vector_lanes` and `accumulator_registers` describe the target (its f
 Target.vector_lanes and Target.accumulator_registers; left None, the host's): the vector axis
 is chosen by the lanes, and the expert priors (tessel.space.priors) size register tiles from
 both.
+Where two-vector register tiles of as many rows as the accumulators hold do not divide the
+row axis and its perfect tiles are much smaller (AVX2: 6 rows over 1024 or 128 rows, whose
+perfect tiles hold 4), a further design splits the rows by that count first, the last split
+partial under a guard that code generation tests once per tile (partial_row_tile).
 Extent-1 loops are left untiled, in place. When a read is indexed by the innermost spatial
 iter var (B in matmul), a sampled choice (block annotation meta_schedule.pack_read) asks the
 RewriteLayout postprocessor to pack it in panels of the final innermost tile (TVM's layout
@@ -57,6 +61,8 @@ from tessel.target import Target
 WRITE_CACHE_SCOPE = "local"
 TILED = "meta_schedule.tiling_structure"  # block annotation: RandomComputeLocation skips it
 PACK = "meta_schedule.pack_read"  # block annotation: 1 = RewriteLayout packs a parameter read
+PARTIAL = "meta_schedule.partial_rows"  # block annotation: the row extent a partial tile splits
+MAX_ROWS = 12  # rows of a register tile (tessel.space.priors.MAX_ROWS)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class MultiLevelTiling:
     vector_outer: bool = True  # the vector axis's tiles first in the S level between R's
     vector_lanes: int | None = None  # float32 lanes of the target (AVX2 8, AVX-512 16)
     accumulator_registers: int | None = None  # registers a register tile holds (AVX2 12)
+    partial_rows: bool = True  # a further design: register tiles of rows that leave a tail
 
     def __post_init__(self) -> None:
         check(set(self.structure) <= {"S", "R"} and "S" in self.structure,
@@ -107,21 +114,47 @@ class MultiLevelTiling:
             return [sch]
         designs = [d for vector_var in [None, *self.vector_axes(sch, block)]
                    for d in self.designs(sch, block, vector_var)]
+        rows = self.partial_row_tile(sch, block)
+        if rows is not None and self.write_cache_levels:
+            designs += self.designs(sch, block, None, rows)
         return designs or [sch]
 
-    def designs(self, sch: Schedule, block: BlockRV,
-                vector_var: ir.Var | None = None) -> list[Schedule]:
-        """Copies of `sch` with `block` tiled (`tile`), one per write-cache option that fits."""
+    def designs(self, sch: Schedule, block: BlockRV, vector_var: ir.Var | None = None,
+                rows: int | None = None) -> list[Schedule]:
+        """Copies of `sch` with `block` tiled (`tile`), one per write-cache option that fits;
+        with `rows` (partial_row_tile), one accumulating in a local tile."""
         options: list[int | None] = [None] if self.allow_no_write_cache else []
+        levels = options + list(self.write_cache_levels) if rows is None else \
+            list(self.write_cache_levels[:1])
         out = []
-        for level in options + list(self.write_cache_levels):
+        for level in levels:
             trial = sch.copy()
             try:
-                self.tile(trial, block, level, vector_var)
+                self.tile(trial, block, level, vector_var, rows)
             except ScheduleError:
                 continue
             out.append(trial)
         return out
+
+    def partial_row_tile(self, sch: Schedule, block: BlockRV) -> int | None:
+        """The rows of a register tile of two vectors that fills the accumulators, when they
+        do not divide the row axis (the tiled spatial loop before the vector axis) and no
+        divisor of it comes as close: 6 rows of AVX2's 12 accumulators over 1024 or 128 rows,
+        whose perfect tiles hold 4. The tiling then splits the rows by it, and the last
+        tile is partial (its guards hoisted out of the hot loops: tessel.codegen.passes.
+        unswitch); on a Zen 3, 6 x 16 tiles ran GMM-1024 at 123 GFLOP/s, 4 x 16 at 112."""
+        if not self.partial_rows:
+            return None
+        infos = [info for info in simple_loops(sch, block) or []
+                 if info.kind != REDUCE and info.extent > 1]
+        if len(infos) < 2 or infos[-1].extent % (2 * self.lanes):
+            return None
+        rows, extent = min(MAX_ROWS, self.accumulators // 2), infos[-2].extent
+        if extent <= rows or extent % rows == 0:
+            return None
+        whole = max(d for d in range(1, rows + 1) if extent % d == 0)
+        # only where the perfect tile is much smaller, and the split makes fewer tiles
+        return rows if whole * 3 <= rows * 2 and -(-extent // rows) < extent // whole else None
 
     def vector_axes(self, sch: Schedule, block: BlockRV) -> list[ir.Var]:
         """Spatial iter vars other than the last worth putting in the vector lanes: only when
@@ -140,11 +173,13 @@ class MultiLevelTiling:
                 and packable_read(node, iv.var, sch.func) is not None]
 
     def tile(self, sch: Schedule, block: BlockRV, write_level: int | None,
-             vector_var: ir.Var | None = None) -> list[list[LoopRV]]:
+             vector_var: ir.Var | None = None, rows: int | None = None) -> list[list[LoopRV]]:
         """Tile `block`; with write_level, accumulate in a local buffer copied out at the
         end of that S level; with vector_var, that spatial iter var's innermost tile goes last
-        (the vector axis). Returns the loops of each level."""
-        levels = self._split(sch, block, vector_var)
+        (the vector axis); with `rows`, the row axis is first split by that many rows
+        (the last split partial), and the tiles of its outer loop hold whole such splits.
+        Returns the loops of each level."""
+        levels = self._split(sch, block, vector_var, rows)
         sch.annotate(block, TILED, self.structure)
         if self.pack_reads and packable_read(sch.get(block), vector_var, sch.func) is not None:
             sch.annotate(block, PACK, sch.sample_categorical([0, 1], [0.5, 0.5]))
@@ -165,14 +200,16 @@ class MultiLevelTiling:
         at = self.structure.rfind("S", 0, max(self.structure.rfind("R"), 0))
         return at if self.vector_outer and at >= 0 else None
 
-    def _split(self, sch: Schedule, block: BlockRV,
-               vector_var: ir.Var | None = None) -> list[list[LoopRV]]:
+    def _split(self, sch: Schedule, block: BlockRV, vector_var: ir.Var | None = None,
+               rows: int | None = None) -> list[list[LoopRV]]:
         levels: list[list[LoopRV]] = [[] for _ in self.structure]
         infos = list(simple_loops(sch, block) or [])
         if vector_var is not None:  # its loop last: its innermost tile ends the last S level
             infos.sort(key=lambda info: info.var is vector_var)
         spatial = [info for info in infos if info.kind != REDUCE]
         vector = spatial[-1].var if spatial else None
+        tiled = [info for info in spatial if info.extent > 1]
+        row = tiled[-2].var if rows is not None and len(tiled) >= 2 else None
         between = self._between_reductions() if any(
             info.kind == REDUCE and info.extent > 1 for info in infos) else None
         for info in infos:
@@ -185,12 +222,18 @@ class MultiLevelTiling:
                 continue
             limit = (self.max_innermost_reduce_factor if code == "R"
                      else self.max_innermost_factor)
-            factors = sch.sample_perfect_tile(info.loop, len(where), limit)
-            for i, loop in zip(where, sch.split(info.loop, factors)):
+            loop, partial = info.loop, None
+            if info.var is row:  # whole splits of `rows` tiled, the last split partial
+                sch.annotate(block, PARTIAL, info.extent)
+                loop, partial = sch.split(info.loop, [None, rows])
+            factors = sch.sample_perfect_tile(loop, len(where), limit)
+            for i, loop in zip(where, sch.split(loop, factors)):
                 if i == between and info.var is vector:
                     levels[i].insert(0, loop)  # vector_outer
                 else:
                     levels[i].append(loop)
+            if partial is not None:
+                levels[where[-1]].append(partial)
         return levels
 
 
@@ -282,4 +325,4 @@ def cache_write_at(sch: Schedule, block: BlockRV, at: LoopRV) -> BlockRV:
 
 
 __all__ = ["MultiLevelTiling", "cache_write_at", "packable_read", "strided_read", "TILED",
-           "PACK"]
+           "PACK", "PARTIAL"]

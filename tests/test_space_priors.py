@@ -122,16 +122,18 @@ def test_rows_no_full_tile_divides_get_a_partial_register_tile(target):
     AVX-512 12) divide neither, the perfect tiles hold 4 and 8. A further design splits the
     rows by 6 or 12, its last tile partial; its prior goes first where the perfect tile keeps
     fewer than 12 accumulators in flight (AVX2's 4 x 2), after it otherwise (AVX-512's
-    8 x 2). Its program is correct, its hot loop the full register tile, unguarded."""
+    8 x 2), and after it for a short reduction (64: the accumulators are loaded and stored
+    every 64 steps). Its program is correct, its hot loop the full register tile, unguarded."""
     lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
     rows = min(12, accumulators // 2)
-    func = ops.matmul(1024, 4 * lanes, 19)
     auto = make_space("auto", target)
-    partial = [d for d in auto.designs(func) if partial_rows(d)]
-    assert [partial_rows(d) for d in partial] == [(1024, rows)]
     perfect_rows = max(d for d in range(1, rows + 1) if 1024 % d == 0)
-    ranked = ranked_priors(auto, func)
-    assert (ranked[0][0] is partial[0]) == (2 * perfect_rows < 12)
+    for k in (64, 512):
+        func = ops.matmul(1024, 4 * lanes, k)
+        partial = [d for d in auto.designs(func) if partial_rows(d)]
+        assert [partial_rows(d) for d in partial] == [(1024, rows)]
+        ranked = ranked_priors(auto, func)
+        assert (ranked[0][0] is partial[0]) == (2 * perfect_rows < 12 and k >= 256)
     design, decisions = next((d, x) for d, x in ranked if d is partial[0])
     row_tile = [decisions[s] for s in design.sampling_sites() if s in decisions
                 and design.instructions[s].kind == "sample_perfect_tile"][0]

@@ -55,6 +55,7 @@ SPATIAL_LEVELS, REDUCE_LEVELS = 4, 2  # MultiLevelTiling's "SSRSRS"
 MAX_ROWS = 12  # rows of a register tile: each broadcasts from its own address
 MIN_CHAINS = 8  # accumulators that hide FMA latency (about 4 cycles x 2 FMAs a cycle)
 SLACK_CHAINS = 12  # accumulators that hide it with loads and broadcasts in between
+PARTIAL_WASTE = 32  # a partial row tile goes first if it computes at most 1/32 more rows
 REDUCE_INNER = 256
 SHORT_REDUCTION = 32  # a reduction this short (a depthwise 3x3: 9) reads its padding inline
 UNROLL = 16
@@ -153,14 +154,23 @@ def _partial_preference(design: Trace) -> int:
     """For a design with partial row tiles: 1 when the perfect tiles of two vectors would
     hold fewer than SLACK_CHAINS accumulators (AVX2's 4 x 16 over 1024 or 128 rows: 8, the
     FMAs in flight with nothing to spare; 6 x 16 with a tail ran GMM-1024 10% faster on a
-    Zen 3), so it goes first among priors of equal promise; -1 otherwise (AVX-512's 8 x 32
-    hold 16: the perfect tile first); 0 for other designs."""
+    Zen 3), the partial tile's rows are at most 1/PARTIAL_WASTE of the computed ones and the
+    reduction at least REDUCE_INNER long, so it goes first among priors of equal promise;
+    -1 otherwise: AVX-512's 8 x 32 hold 16; Winograd's 36 products of 16 rows (6 + 6 + 4:
+    11% wasted) and of 196 rows by 64 (a short reduction: its 12 accumulators loaded and
+    stored every 64 steps) ran 3-15% slower so, on a Zen 3. 0 for other designs."""
     partial = partial_rows(design)
     if partial is None:
         return 0
     extent, rows = partial
     whole = _largest_divisor(extent, min(MAX_ROWS, rows))
-    return 1 if 2 * whole < SLACK_CHAINS else -1
+    waste = -(-extent // rows) * rows - extent
+    reduction = math.prod(math.prod(design.decisions[s]) for s in design.sampling_sites()
+                          if design.instructions[s].kind == "sample_perfect_tile"
+                          and _levels(design, s) == REDUCE_LEVELS and s in design.decisions)
+    first = 2 * whole < SLACK_CHAINS and waste * PARTIAL_WASTE <= extent and \
+        reduction >= REDUCE_INNER
+    return 1 if first else -1
 
 
 def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1,

@@ -12,7 +12,8 @@ from tessel.space import default_postprocs, make_space, postprocess
 from tessel.codegen import asm_for, generate_c
 from tessel.codegen.passes import compact_buffers
 from tessel.graph.opdefs.blocked import block_weight, unblock_array
-from tessel.space.priors import partial_rows, prior_decisions, prior_schedules, ranked_priors
+from tessel.space.priors import (LOCAL_TILE_BYTES, partial_rows, prior_decisions,
+                                 prior_schedules, ranked_priors)
 from isa import ISA_PRESETS, fmas, hot_loop, runs_here, spills
 
 TARGET = tessel.Target("host")
@@ -75,23 +76,34 @@ def test_matmul_priors_tile_whole_vectors_and_a_few_rows(target):
 def test_a_product_of_fewer_rows_than_columns_keeps_its_row_blocks_inside_the_task(target):
     """200 rows by 768 columns (a transformer's dense layer): the first prior runs its row
     blocks inside parallel tasks over the columns, as few outside as leave 4 tasks a core (each
-    core then reads its panel of the weight once), the second is the prior as before; 768 rows
-    by 200 columns keep every row block outermost."""
+    core then reads its panel of the weight once), all of a task's register tiles between the
+    two reduction levels where their local tile takes at most LOCAL_TILE_BYTES (each chunk of
+    the weight read into L1 once for all the rows), else above the reduction; the second is
+    the prior as before; 768 rows by 200 columns keep every row block outermost."""
     lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
 
     def tiles(design, decisions):
         return [decisions[s] for s in design.sampling_sites() if s in decisions
                 and design.instructions[s].kind == "sample_perfect_tile"]
 
-    design = make_space("auto", target).designs(ops.matmul(200, 768, 64))[0]
-    for cores in (1, 2, 3):
-        first, second = prior_decisions(design, lanes, accumulators, cores=cores)[:2]
-        (rows, cols, _), (rows_before, cols_before, _) = tiles(design, first), \
-            tiles(design, second)
-        assert cols == cols_before and rows[2:] == rows_before[2:]
-        assert rows_before[1] == 1 and rows[0] * rows[1] == rows_before[0] > rows[0]
-        assert rows[0] * cols[0] >= 4 * cores
-        assert all(d * cols[0] < 4 * cores for d in range(1, rows[0]) if rows[0] % d == 0)
+    placed = set()
+    for m, n in ((200, 768), (1024, 4096)):
+        design = make_space("auto", target).designs(ops.matmul(m, n, 64))[0]
+        for cores in (1, 2, 3):
+            first, second = prior_decisions(design, lanes, accumulators, cores=cores)[:2]
+            (rows, cols, _), (rows_before, cols_before, _) = tiles(design, first), \
+                tiles(design, second)
+            assert cols == cols_before and rows[3] == rows_before[3]
+            assert rows_before[1] == 1 and math.prod(rows) == math.prod(rows_before) == m
+            assert rows[0] * cols[0] >= 4 * cores
+            assert all(d * cols[0] < 4 * cores for d in range(1, rows[0]) if rows[0] % d == 0)
+            between = math.prod(rows[1:]) * cols[2] * cols[3] * 4 <= LOCAL_TILE_BYTES
+            if between:  # every register tile of the task between the reductions
+                assert rows[1] == 1 and rows[2] == m // rows[0] // rows[3]
+            else:
+                assert rows[1] == rows_before[0] // rows[0] and rows[2] == rows_before[2]
+            placed.add(between)
+    assert placed == {True, False}
     for decisions in prior_decisions(design, lanes, accumulators, cores=1000):
         assert tiles(design, decisions)[0][1] == 1  # too few columns for the cores: as before
     tall = make_space("auto", target).designs(ops.matmul(768, 200, 64))[0]

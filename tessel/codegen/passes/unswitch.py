@@ -50,7 +50,9 @@ def _visit(s: Stmt, depth: int) -> Stmt:
 
 def _unswitch(loop: For, depth: int) -> Stmt | None:
     inner = collect_stmts(loop.body, For)
-    loops = {f.loop_var: f.extent for f in inner}
+    loops: dict[Var, int] = {}  # a variable bound by loops of two extents: the larger (sound)
+    for f in inner:
+        loops[f.loop_var] = max(f.extent, loops.get(f.loop_var, 0))
     # guards inside a loop under this one: tested more often than once per iteration here
     # (but a uniform guard inside a vector loop only is tested once per vector anyway)
     nested = {id(g): g for f in inner for g in collect_stmts(f.body, IfThenElse)}

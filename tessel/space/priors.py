@@ -92,9 +92,10 @@ def ranked_priors(space: Any, func: PrimFunc) -> list[tuple[Trace, dict[int, Any
         return []
     lanes, accumulators = tiling[0].lanes, tiling[0].accumulators
     cores = max((getattr(r, "cores", 1) for r in space.rules), default=1)
-    ranked = [(-_promise(design, decisions, _lanes(design, lanes)),
-               -_partial_preference(design), k, design, decisions)
+    ranked = [(-_promise(design, decisions, _lanes(design, lanes)), -preference, k, design,
+               decisions)
               for design in space.designs(func)
+              for preference in [_partial_preference(design)]
               for k, decisions in enumerate(prior_decisions(design, _lanes(design, lanes),
                                                             accumulators,
                                                             shape=func.params[-1].shape,

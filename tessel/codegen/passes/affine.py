@@ -173,6 +173,25 @@ def interval(form: Lin, ranges: Ranges) -> tuple[int, int] | None:
     return lo, hi
 
 
+def conjuncts(e: Expr) -> list[Expr]:
+    """The terms of a condition's top-level `and`s (the condition itself when it has none)."""
+    if isinstance(e, BinOp) and e.op == "and":
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]
+
+
+def negative_form(c: Expr) -> Lin | None:
+    """Condition `c` as `f < 0` with f affine (integers: a <= b is a - b - 1 < 0); None for
+    any other condition."""
+    if not isinstance(c, BinOp) or c.op not in ("<", "<=", ">", ">="):
+        return None
+    a, b = linear(c.a, {}), linear(c.b, {})
+    if a is None or b is None:
+        return None
+    f = a + b.scale(-1) if c.op in ("<", "<=") else b + a.scale(-1)
+    return f + Lin(None, -1) if c.op in ("<=", ">=") else f
+
+
 def flat_index(buf: Buffer, indices: tuple[Expr, ...], env: Env,
                ranges: Ranges | None = None) -> Lin | None:
     """The row-major element offset of `buf[indices]` as an affine form."""
@@ -185,4 +204,5 @@ def flat_index(buf: Buffer, indices: tuple[Expr, ...], env: Env,
     return out
 
 
-__all__ = ["LANE", "Lin", "linear", "flat_index", "interval", "is_nonnegative", "is_positive_const"]
+__all__ = ["LANE", "Lin", "linear", "flat_index", "interval", "is_nonnegative", "is_positive_const",
+           "conjuncts", "negative_form"]

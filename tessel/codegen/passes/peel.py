@@ -18,9 +18,9 @@ and the last iteration's vector loop runs only the lanes its guard admits.
 from __future__ import annotations
 
 from tessel.codegen.lowered import Comment, LoweredFunc
-from tessel.codegen.passes.affine import Lin, interval, linear
+from tessel.codegen.passes.affine import Lin, conjuncts, interval, negative_form
 from tessel.codegen.passes.fold import substitute_folding
-from tessel.ir import (BinOp, Expr, For, IfThenElse, IntImm, SeqStmt, Stmt, Var, seq,
+from tessel.ir import (Expr, For, IfThenElse, IntImm, SeqStmt, Stmt, Var, seq,
                        transform)
 
 
@@ -42,7 +42,7 @@ def _peel(s: For) -> Stmt | None:
         return None
     guard = guards[0]
     o, lane, last = s.loop_var, inner.loop_var, s.extent - 1
-    forms = [_negative_form(c, o, lane) for c in _conjuncts(guard.condition)]
+    forms = [_negative_form(c, o, lane) for c in conjuncts(guard.condition)]
     if any(f is None for f in forms):
         return None
     before_last = {o: (0, last - 1), lane: (0, inner.extent - 1)}
@@ -69,23 +69,10 @@ def _peel(s: For) -> Stmt | None:
     return seq(main, tail)
 
 
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, BinOp) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
 def _negative_form(c: Expr, o: Var, lane: Var) -> Lin | None:
     """`c` as `f < 0` with f affine in `o` and `lane` alone; None for any other condition."""
-    if not isinstance(c, BinOp) or c.op not in ("<", "<=", ">", ">="):
-        return None
-    a, b = linear(c.a, {}), linear(c.b, {})
-    if a is None or b is None:
-        return None
-    f = a + b.scale(-1) if c.op in ("<", "<=") else b + a.scale(-1)
-    if c.op in ("<=", ">="):
-        f = f + Lin(None, -1)  # integers: a <= b is a - b - 1 < 0
-    if any(atom is not o and atom is not lane for atom in f.terms):
+    f = negative_form(c)
+    if f is None or any(atom is not o and atom is not lane for atom in f.terms):
         return None
     return f
 

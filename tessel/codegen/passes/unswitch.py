@@ -24,10 +24,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from tessel.codegen.passes.affine import Lin, atom_key, linear
+from tessel.codegen.passes.affine import atom_key, conjuncts, negative_form
 from tessel.codegen.passes.fold import substitute_folding
 from tessel.codegen.lowered import LoweredFunc
-from tessel.ir import (BinOp, Expr, For, IfThenElse, IntImm, SeqStmt, Stmt, Var, collect,
+from tessel.ir import (Expr, For, IfThenElse, IntImm, SeqStmt, Stmt, Var, collect,
                        collect_stmts, logical_and, substitute)
 
 MAX_DEPTH = 2  # nested unswitches of one statement: each doubles the code under it
@@ -64,7 +64,7 @@ def _unswitch(loop: For, depth: int) -> Stmt | None:
         if guard.else_case is not None:
             continue
         stay, corners = [], []
-        for c in _conjuncts(guard.condition):
+        for c in conjuncts(guard.condition):
             corner = _corner(c, loops)
             if corner is None or not any(v is loop.loop_var for v in collect(corner, Var)) \
                     or (corner is c and id(guard) not in serial):
@@ -100,13 +100,13 @@ def _corner(c: Expr, loops: dict[Var, int]) -> Expr | None:
     inner = [v for v in dict.fromkeys(collect(c, Var)) if v in loops]
     if not inner:
         return c
-    form = _negative_form(c)
+    form = negative_form(c)
     if form is None:
         return None
     # the inner loops must enter the form as terms of their own, not inside an opaque atom:
     # renamed, every other atom must stay the same
     fresh = {v: Var(f"{v.name}_r", v.dtype) for v in inner}
-    renamed = _negative_form(substitute(c, fresh))
+    renamed = negative_form(substitute(c, fresh))
     ours = {id(v) for v in inner} | {id(v) for v in fresh.values()}
     if renamed is None or {a for a in form.terms if id(a) not in ours} != \
             {a for a in renamed.terms if id(a) not in ours}:
@@ -119,7 +119,7 @@ def _corner(c: Expr, loops: dict[Var, int]) -> Expr | None:
 def _keep_hardest(hoisted: dict[object, tuple[int, Expr]], corner: Expr) -> None:
     """Add `corner` to the conditions; of those `f + k < 0` that differ in k alone (one
     row of a tile each), the one with the largest k implies the others."""
-    form = _negative_form(corner)
+    form = negative_form(corner)
     if form is None:
         hoisted.setdefault(atom_key(corner), (0, corner))
         return
@@ -128,28 +128,11 @@ def _keep_hardest(hoisted: dict[object, tuple[int, Expr]], corner: Expr) -> None
         hoisted[key] = (form.const, corner)
 
 
-def _negative_form(c: Expr) -> Lin | None:
-    """`c` as `f < 0` with f affine; None for any other condition."""
-    if not isinstance(c, BinOp) or c.op not in ("<", "<=", ">", ">="):
-        return None
-    a, b = linear(c.a, {}), linear(c.b, {})
-    if a is None or b is None:
-        return None
-    f = a + b.scale(-1) if c.op in ("<", "<=") else b + a.scale(-1)
-    return f + Lin(None, -1) if c.op in ("<=", ">=") else f
-
-
 def _never(cond: Expr, loop: For) -> bool:
     """Whether the whole-tile copy could never run (false at the loop's first iteration,
     where the split's earlier tiles are the whole ones)."""
     first = substitute_folding(cond, {loop.loop_var: IntImm(0, loop.loop_var.dtype)})
     return isinstance(first, IntImm) and not first.value
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, BinOp) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _size(s: Stmt) -> int:

@@ -55,6 +55,7 @@ from tessel.arith.linear import steps_by_one
 from tessel.ir import REDUCE, Block, BufferLoad
 from tessel.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from tessel.space.base import check
+from tessel.space.priors import MAX_ROWS
 from tessel.space.rules.base import has_data_reuse, is_reduction, simple_loops, single_reads
 from tessel.target import Target
 
@@ -62,7 +63,6 @@ WRITE_CACHE_SCOPE = "local"
 TILED = "meta_schedule.tiling_structure"  # block annotation: RandomComputeLocation skips it
 PACK = "meta_schedule.pack_read"  # block annotation: 1 = RewriteLayout packs a parameter read
 PARTIAL = "meta_schedule.partial_rows"  # block annotation: the row extent a partial tile splits
-MAX_ROWS = 12  # rows of a register tile (tessel.space.priors.MAX_ROWS)
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,17 @@ def test_no_prefetch_without_a_stream_to_lead():
         assert not ir.collect(prefetch_streams(func).body, Prefetch)
 
 
+def test_no_prefetch_of_a_block_the_kernel_packed_itself():
+    """W a heap block of the kernel's own (an operand it packs on every call, GMM's B): it
+    has just written it, in the caches; the same tile reading W as a parameter (a weight
+    packed once, outside the calls) is led."""
+    func, W, _ = register_tile()
+    A, _, O = func.params
+    own = lowered((A, O), Allocate(W, func.body, "heap"), outputs=(O,))
+    assert not ir.collect(prefetch_streams(own).body, Prefetch)
+    assert ir.collect(prefetch_streams(func).body, Prefetch)
+
+
 
 def conv_tile(channel_blocks=64, pixels=7, input_param=True):
     """A blocked 1x1 convolution's register tile, its accumulators variables: for rco (input

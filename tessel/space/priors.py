@@ -249,7 +249,7 @@ def prior_decisions(design: Trace, lanes: int, accumulators: int, cores: int = 1
                          for d in variants)
                 variants = [v for d, g in zip(variants, grown) for v in (g, d) if v]
                 if vectors == 1 and math.prod(e for _, e in reduce) > SHORT_REDUCTION:
-                    balanced = (_balanced(d, row_site, outer[0], accumulators)
+                    balanced = (_balanced(d, row_site, outer, accumulators)
                                 for d in variants)
                     variants = [v for d, b in zip(variants, balanced) for v in (b, d) if v]
         by_width.append((rows, variants))
@@ -315,31 +315,42 @@ def _grown(decisions: dict[int, Any], row_site: int, outer: tuple[int, int], vec
     return {**decisions, site: (extent // count, 1, 1, count)}
 
 
-def _balanced(decisions: dict[int, Any], row_site: int, outer: tuple[int, int],
+def _balanced(decisions: dict[int, Any], row_site: int, outer: list[tuple[int, int]],
               accumulators: int) -> dict[int, Any] | None:
     """`decisions` of a one-vector register tile of p rows (a blocked convolution's pixels:
     each step broadcasts p inputs and loads one weight vector for p FMAs, more loads than
-    FMAs, and a core loads no faster than it multiplies) with two of the `outer` (site,
-    extent) axis's iterations (output-channel blocks, which share the broadcasts) and the
-    most rows that leave the two vectors' accumulators within `accumulators`: q x 2 FMAs for
-    q + 2 loads, as a matrix product's two-vector tile. Only where that is at least
-    MIN_CHAINS // 2 rows (2 pixels x 4 blocks gained 2-5% on a 14 x 14 map) and a quarter
-    more FMAs a load than now; None otherwise. A third block (4 x 3 over 15 or 3 blocks) took
-    all 16 AVX2 registers and ran 1.5x slower. On a Zen 3 (AVX2, 8-channel blocks),
+    FMAs, and a core loads no faster than it multiplies) with two iterations of the first
+    `outer` (site, extent) axis (output-channel blocks, which share the broadcasts) and the
+    most pixels whose accumulators fit beside them: q x 2 FMAs for q + 2 loads, as a matrix
+    product's two-vector tile. The q pixels are a divisor of the row; where that gives fewer
+    than MIN_CHAINS // 2, a square of the row's and the next `outer` axis's (image rows:
+    2 x 2 pixels of a 14 x 14 map). Only where q >= MIN_CHAINS // 2 and that is a quarter
+    more FMAs a load than now; None otherwise. A third block (4 x 3 over 15 or 3 blocks)
+    took all 16 AVX2 registers and ran 1.5x slower. On a Zen 3 (AVX2, 8-channel blocks),
     ResNet-50's 1x1 convolution 128 -> 512 at 28 x 28 went 7 x 1 -> 4 x 2 tiles, 0.80 ->
-    0.65 ms a call (onnxruntime 0.65), its stride-2 1x1 256 -> 512 1.26x faster, the
-    stride-2 3x3 128 -> 128 1.21x; a 7 x 7 map keeps 7 x 1 (7 x 2 spills: 0.82x)."""
-    site, extent = outer
+    0.65 ms a call (onnxruntime 0.65), its stride-2 1x1 256 -> 512 1.26x faster, the stride-2
+    3x3 128 -> 128 1.21x; MobileNet-v2's 1x1 96 -> 576 at 14 x 14 (2 x 2) x 2 1.5x (2 x 4
+    blocks 1.18x); a 7 x 7 map keeps 7 x 1 (7 x 2 spills: 0.82x)."""
+    if len(outer) < 2:
+        return None  # no channel blocks beside the image's rows: nothing shares broadcasts
+    (site, extent), *others = outer
     o, m, t, p = decisions[row_site]
     if decisions.get(site, (extent,))[-1] != 1 or extent % 2:
         return None  # grown already, or no pair of blocks
-    rows = o * m * t * p
-    q = _largest_divisor(rows, min(MAX_ROWS, accumulators // 2))
-    if q < MIN_CHAINS // 2 or 2 * q / (q + 2) < 1.25 * p / (p + 1):
+    rows, most = o * m * t * p, min(MAX_ROWS, accumulators // 2)
+    q, c = _largest_divisor(rows, most), 1
+    if q < MIN_CHAINS // 2 and others and decisions.get(others[0][0], (0,))[-1] == 1:
+        image = others[0][1]
+        c, q = max(((k, d) for k in _divisors(image) for d in _divisors(rows)
+                    if k * d <= most), key=lambda kd: (kd[0] * kd[1], kd[1]))
+    if q * c < MIN_CHAINS // 2 or 2 * q * c / (q * c + 2) < 1.25 * p / (p + 1):
         return None
     outside = o if (rows // q) % o == 0 else 1
-    return {**decisions, row_site: (outside, 1, rows // q // outside, q),
-            site: (extent // 2, 1, 1, 2)}
+    out = {**decisions, row_site: (outside, 1, rows // q // outside, q),
+           site: (extent // 2, 1, 1, 2)}
+    if c > 1:
+        out[others[0][0]] = (others[0][1] // c, 1, 1, c)
+    return out
 
 
 def _chain_count(options: list[int], chains: Callable[[int], int],

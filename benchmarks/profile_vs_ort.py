@@ -56,27 +56,6 @@ def onnx_path(model: str, workdir: Path) -> Path:
     return path
 
 
-def random_feeds(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs for each graph input of the ONNX file: token ids in [0, 1000) for integer ones
-    (a vocabulary is at least that large in every model of the suite), normal floats else."""
-    import onnx
-    from onnx import helper
-    rng = np.random.default_rng(seed)
-    graph = onnx.load(str(path), load_external_data=False).graph
-    constants = {t.name for t in graph.initializer}
-    feeds = {}
-    for value in graph.input:
-        if value.name in constants:
-            continue
-        tensor = value.type.tensor_type
-        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim]
-        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
-        feeds[value.name] = (rng.integers(0, 1000, shape).astype(dtype)
-                             if np.issubdtype(dtype, np.integer)
-                             else rng.standard_normal(shape).astype(dtype))
-    return feeds
-
-
 def ort_nodes(profile_file: str) -> dict[str, tuple[str, float]]:
     """{node name: (operator type, milliseconds: the median of its calls)} from onnxruntime's
     profile."""
@@ -148,15 +127,15 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = onnx_path(args.model, Path(tmp))
-        feeds = random_feeds(path)
         model = tessel.compile_model(str(path), database=args.database)
+        inputs = model.random_inputs()
+        feeds = dict(zip(model.input_names, inputs))
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = os.cpu_count() or 1
         sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         opts.enable_profiling = True  # a second session, profiled: per node, not timed whole
         opts.profile_file_prefix = str(Path(tmp) / "ort")
         profiled = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        inputs = list(feeds.values())
         ours, theirs = model(*inputs), sess.run(None, feeds)
         err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs))
         whole: dict[str, list[float]] = {"onnxruntime": [], "tessel": []}

@@ -40,8 +40,7 @@ def _packs_weight(program) -> bool:
 
 
 def _tiles(trace):
-    return [trace.decisions[s] for s in trace.sampling_sites()
-            if trace.instructions[s].kind == "sample_perfect_tile"]
+    return _tiles_of(trace, trace.decisions)
 
 
 @ISA_PRESETS
@@ -81,18 +80,13 @@ def test_a_product_of_fewer_rows_than_columns_keeps_its_row_blocks_inside_the_ta
     the weight read into L1 once for all the rows), else above the reduction; the second is
     the prior as before; 768 rows by 200 columns keep every row block outermost."""
     lanes, accumulators = target.vector_lanes("float32"), target.accumulator_registers
-
-    def tiles(design, decisions):
-        return [decisions[s] for s in design.sampling_sites() if s in decisions
-                and design.instructions[s].kind == "sample_perfect_tile"]
-
     placed = set()
     for m, n in ((200, 768), (1024, 4096)):
         design = make_space("auto", target).designs(ops.matmul(m, n, 64))[0]
         for cores in (1, 2, 3):
             first, second = prior_decisions(design, lanes, accumulators, cores=cores)[:2]
-            (rows, cols, _), (rows_before, cols_before, _) = tiles(design, first), \
-                tiles(design, second)
+            (rows, cols, _), (rows_before, cols_before, _) = _tiles_of(design, first), \
+                _tiles_of(design, second)
             assert cols == cols_before and rows[3] == rows_before[3]
             assert rows_before[1] == 1 and math.prod(rows) == math.prod(rows_before) == m
             assert rows[0] * cols[0] >= 4 * cores
@@ -105,10 +99,10 @@ def test_a_product_of_fewer_rows_than_columns_keeps_its_row_blocks_inside_the_ta
             placed.add(between)
     assert placed == {True, False}
     for decisions in prior_decisions(design, lanes, accumulators, cores=1000):
-        assert tiles(design, decisions)[0][1] == 1  # too few columns for the cores: as before
+        assert _tiles_of(design, decisions)[0][1] == 1  # too few columns for the cores: as before
     tall = make_space("auto", target).designs(ops.matmul(768, 200, 64))[0]
     for decisions in prior_decisions(tall, lanes, accumulators, cores=2):
-        assert tiles(tall, decisions)[0][1] == 1
+        assert _tiles_of(tall, decisions)[0][1] == 1
 
 
 @ISA_PRESETS
@@ -247,6 +241,41 @@ def test_matrix_vector_priors_keep_several_accumulators_in_flight(target):
         assert len(fmas(loop, target)) >= 3, loop
 
 
+def _first_conv_prior(target, in_channels: int, size: int):
+    """The first prior of a 1x1 convolution from `in_channels` to 4 vectors of output channels
+    over a size x size map, in the blocked layout: the last-level tiles (output-channel
+    blocks, pixels of a row, vector) and the hot loop of its program, which is checked
+    against numpy where it runs."""
+    from tessel.graph.compiler import model_tasks
+    from tessel.graph.ir import Graph
+    rng = np.random.default_rng(0)
+    lanes = target.vector_lanes("float32")
+    g = Graph("conv")
+    x = g.add_input("x", (1, in_channels, size, size))
+    w = g.add_constant("w", rng.standard_normal((4 * lanes, in_channels, 1, 1)).astype("float32"))
+    g.set_outputs([g.add_node("conv", [x, w])])
+    _, tasks = model_tasks(g, target, layout="blocked")
+    (func,) = [t.workload for t in tasks if "conv_blocked" in t.workload.name]
+    design, decisions = ranked_priors(make_space("auto", target), func)[0]
+    blocks, _, pixels, vector = [t for t in _tiles_of(design, decisions) if len(t) == 4]
+    program = postprocess(design.apply(tessel.Schedule(func), decisions),
+                          default_postprocs(target)).func
+    if runs_here(target):
+        data = rng.standard_normal((1, in_channels, size, size)).astype("float32")
+        weight = g.constants[w]
+        out = np.zeros((1, 4, size, size, lanes), "float32")  # a plain input reads as NCHW[1]c
+        tessel.build(program, target)(data[..., None], block_weight(weight, 1, lanes), out)
+        expected = np.einsum("nchw,oc->nohw", data, weight[:, :, 0, 0])
+        np.testing.assert_allclose(unblock_array(out), expected, rtol=1e-4, atol=1e-4)
+    loop = hot_loop(asm_for(generate_c(compact_buffers(program), target), target))
+    return (blocks[-1], pixels[-1], vector[-1]), loop
+
+
+def _tiles_of(design, decisions):
+    return [decisions[s] for s in design.sampling_sites() if s in decisions
+            and design.instructions[s].kind == "sample_perfect_tile"]
+
+
 @ISA_PRESETS
 def test_small_map_priors_hold_two_channel_blocks_where_registers_allow(target):
     """A 7x7 map gives a register tile 7 pixels by one vector of output channels: 7
@@ -254,31 +283,10 @@ def test_small_map_priors_hold_two_channel_blocks_where_registers_allow(target):
     (AVX-512's 24 accumulators, not AVX2's 12), the first prior holds two output-channel blocks
     instead (14; MobileNet-v2's kernels at 14x14 and 7x7 ran 10-30% faster, the untuned model
     2.26 -> 1.94 ms as the sum of its kernels alone)."""
-    from tessel.graph.compiler import model_tasks
-    from tessel.graph.ir import Graph
-    rng = np.random.default_rng(0)
     lanes = target.vector_lanes("float32")
-    g = Graph("small_map")
-    x = g.add_input("x", (1, 2 * lanes, 7, 7))
-    w = g.add_constant("w", rng.standard_normal((4 * lanes, 2 * lanes, 1, 1)).astype("float32"))
-    g.set_outputs([g.add_node("conv", [x, w])])
-    _, tasks = model_tasks(g, target, layout="blocked")
-    (func,) = [t.workload for t in tasks if "conv_blocked" in t.workload.name]
-    design, decisions = ranked_priors(make_space("auto", target), func)[0]
-    tiles = [decisions[s] for s in design.sampling_sites()
-             if design.instructions[s].kind == "sample_perfect_tile"]
-    blocks, _, rows, vector = [t for t in tiles if len(t) == 4]  # (o, y, x, oi) x 4 levels
+    tile, loop = _first_conv_prior(target, 2 * lanes, 7)
     held = 2 if 2 * 7 <= target.accumulator_registers else 1
-    assert (blocks[-1], rows[-1], vector[-1]) == (held, 7, lanes), tiles
-    program = postprocess(design.apply(tessel.Schedule(func), decisions),
-                          default_postprocs(target)).func
-    if runs_here(target):
-        data, weight = rng.standard_normal((1, 2 * lanes, 7, 7)).astype("float32"), g.constants[w]
-        out = np.zeros((1, 4, 7, 7, lanes), "float32")  # a plain input is read as NCHW[1]c
-        tessel.build(program, target)(data[..., None], block_weight(weight, 1, lanes), out)
-        expected = np.einsum("nchw,oc->nohw", data, weight[:, :, 0, 0])
-        np.testing.assert_allclose(unblock_array(out), expected, rtol=1e-4, atol=1e-4)
-    loop = hot_loop(asm_for(generate_c(compact_buffers(program), target), target))
+    assert tile == (held, 7, lanes)
     assert len(fmas(loop, target)) >= 7 * held and not spills(loop)
 
 
@@ -289,37 +297,11 @@ def test_conv_priors_balance_a_tiles_loads_and_fmas(target):
     pixels do not fit the accumulators (AVX2's 12), the first prior takes 4 pixels by two
     blocks instead: 6 loads for 8 FMAs (ResNet-50's 1x1 128 -> 512 at 28x28 on a Zen 3: 0.80
     -> 0.65 ms a call); where they fit, 7 x 2 as before."""
-    from tessel.graph.compiler import model_tasks
-    from tessel.graph.ir import Graph
-    rng = np.random.default_rng(0)
     lanes = target.vector_lanes("float32")
-    g = Graph("balanced")
-    x = g.add_input("x", (1, 8 * lanes, 28, 28))
-    w = g.add_constant("w", rng.standard_normal((4 * lanes, 8 * lanes, 1, 1)).astype("float32"))
-    g.set_outputs([g.add_node("conv", [x, w])])
-    _, tasks = model_tasks(g, target, layout="blocked")
-    (func,) = [t.workload for t in tasks if "conv_blocked" in t.workload.name]
-    design, decisions = ranked_priors(make_space("auto", target), func)[0]
-    blocks, _, pixels, vector = [t for t in _tiles_of(design, decisions) if len(t) == 4]
+    tile, loop = _first_conv_prior(target, 8 * lanes, 28)
     rows = 7 if 2 * 7 <= target.accumulator_registers else 4
-    assert (blocks[-1], pixels[-1], vector[-1]) == (2, rows, lanes)
-    program = postprocess(design.apply(tessel.Schedule(func), decisions),
-                          default_postprocs(target)).func
-    if runs_here(target):
-        data = rng.standard_normal((1, 8 * lanes, 28, 28)).astype("float32")
-        weight = g.constants[w]
-        out = np.zeros((1, 4, 28, 28, lanes), "float32")
-        # a plain input is read as NCHW[1]c
-        tessel.build(program, target)(data[..., None], block_weight(weight, 1, lanes), out)
-        expected = np.einsum("nchw,oc->nohw", data, weight[:, :, 0, 0])
-        np.testing.assert_allclose(unblock_array(out), expected, rtol=1e-4, atol=1e-4)
-    loop = hot_loop(asm_for(generate_c(compact_buffers(program), target), target))
+    assert tile == (2, rows, lanes)
     assert len(fmas(loop, target)) >= 2 * rows and not spills(loop)
-
-
-def _tiles_of(design, decisions):
-    return [decisions[s] for s in design.sampling_sites()
-            if design.instructions[s].kind == "sample_perfect_tile"]
 
 
 def test_short_reductions_read_their_padding_inline():

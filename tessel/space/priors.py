@@ -335,11 +335,11 @@ def _balanced(decisions: dict[int, Any], row_site: int, outer: list[tuple[int, i
         return None  # no channel blocks beside the image's rows: nothing shares broadcasts
     (site, extent), *others = outer
     o, m, t, p = decisions[row_site]
-    if decisions.get(site, (extent,))[-1] != 1 or extent % 2:
+    if decisions[site][-1] != 1 or extent % 2:
         return None  # grown already, or no pair of blocks
     rows, most = o * m * t * p, min(MAX_ROWS, accumulators // 2)
     q, c = _largest_divisor(rows, most), 1
-    if q < MIN_CHAINS // 2 and others and decisions.get(others[0][0], (0,))[-1] == 1:
+    if q < MIN_CHAINS // 2 and others and decisions[others[0][0]][-1] == 1:
         image = others[0][1]
         c, q = max(((k, d) for k in _divisors(image) for d in _divisors(rows)
                     if k * d <= most), key=lambda kd: (kd[0] * kd[1], kd[1]))
